@@ -1,0 +1,108 @@
+"""Manifests: the snapshot command's output format, and agreement with the shared reference manifests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT, SHARED
+
+from skillkb.cli import main
+from skillkb.manifests import count_lines, load_manifests, snapshot_rows
+
+PINNED = [
+    "vllm-project__vllm-ascend@9bf964cb4b87c8cd0d6852c41a55b3c29711fa95.tsv",
+    "vllm-project__vllm-ascend@182b75ea84ff13ece27b57391331ef8935410aea.tsv",
+    "Ascend__pytorch@8751b36d5d6959e499e6bf6530c1928060ced030.tsv",
+]
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+           "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
+
+
+@pytest.fixture
+def upstream(tmp_path: Path) -> Path:
+    repo = tmp_path / "up"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    files = {"b.txt": b"one\ntwo", "a/z.py": b"x = 1\n", "a/empty": b"", "A.md": b"caps\n\n", "bin.dat": b"\x00\x01\n\x02"}
+    for rel, data in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_bytes(data)
+    (repo / "link").symlink_to("b.txt")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "c1")
+    git(repo, "tag", "v1")
+    return repo
+
+
+def test_count_lines() -> None:
+    assert [count_lines(b) for b in (b"", b"a", b"a\n", b"a\nb", b"\n\n")] == [0, 1, 1, 2, 2]
+
+
+def test_snapshot_rows_match_git(upstream: Path) -> None:
+    commit, rows = snapshot_rows(upstream, "v1")
+    assert commit == git(upstream, "rev-parse", "HEAD").strip()
+    by_path = {r.path: r for r in rows}
+    assert [r.path for r in rows] == sorted(by_path, key=lambda p: p.encode())  # byte order: "A.md" before "a/..."
+    assert by_path["b.txt"].lines == 2 and by_path["b.txt"].bytes == 7
+    assert by_path["a/empty"].lines == 0
+    assert by_path["link"].bytes == len("b.txt")  # a symlink's blob is its target path
+    for row in rows:
+        assert row.blob == git(upstream, "rev-parse", f"{commit}:{row.path}").strip()
+
+
+def test_snapshot_command_is_deterministic(upstream: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    args = ["--root", str(REPO_ROOT), "readsets", "snapshot", "--clone", str(upstream), "--repo", "acme/up",
+            "--commit", "v1", "--out", str(out)]
+    assert main(args) == 0
+    (first,) = out.iterdir()
+    data = first.read_bytes()
+    assert main(args) == 0
+    assert first.read_bytes() == data
+    assert first.name.startswith("acme__up@") and data.startswith(b"path\tblob\tbytes\tlines\n")
+
+
+def test_unknown_commit_is_a_clear_error(upstream: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["--root", str(REPO_ROOT), "readsets", "snapshot", "--clone", str(upstream), "--repo", "acme/up",
+                 "--commit", "nope", "--out", str(tmp_path)])
+    assert code == 1
+    assert "git:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", PINNED)
+def test_committed_manifest_equals_shared_reference(name: str) -> None:
+    ours = REPO_ROOT / "sources" / "manifests" / name
+    assert ours.read_bytes() == (SHARED / "upstream" / name).read_bytes()
+
+
+def test_committed_manifests_load_cleanly() -> None:
+    store, problems = load_manifests(REPO_ROOT)
+    assert problems == []
+    assert len(store.manifests) >= 3
+
+
+MIRRORS = {
+    "vllm-project__vllm-ascend": os.environ.get("SKILLKB_MIRROR_VLLM_ASCEND"),
+    "Ascend__pytorch": os.environ.get("SKILLKB_MIRROR_TORCH_NPU"),
+}
+
+
+@pytest.mark.parametrize("name", PINNED)
+def test_snapshot_of_real_clone_equals_shared(name: str) -> None:
+    """Runs where a clone of the upstream repository is available (set SKILLKB_MIRROR_*)."""
+    clone = MIRRORS[name.split("@")[0]]
+    if not clone:
+        pytest.skip("no upstream clone here: set SKILLKB_MIRROR_VLLM_ASCEND / SKILLKB_MIRROR_TORCH_NPU")
+    commit = name.split("@")[1].removesuffix(".tsv")
+    from skillkb.manifests import render_manifest
+
+    _, rows = snapshot_rows(Path(clone), commit)
+    assert render_manifest(rows) == (SHARED / "upstream" / name).read_bytes()

@@ -1,0 +1,79 @@
+"""Citations in skill bodies: ``[REPO_SHORT@SHA:path#La-Lb]``, resolved against the entry's readsets."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .models import Readset, ReadsetFile
+
+CITATION = re.compile(
+    r"\[(?P<repo>[A-Za-z0-9_.-]+)@(?P<sha>[0-9a-fA-F]{4,40}):(?P<path>[^\]\s#]+)#L(?P<start>\d+)(?:-L(?P<end>\d+))?\]"
+)
+# Anything that looks like an attempt at a citation, to catch malformed ones.
+CITATION_LIKE = re.compile(r"\[[A-Za-z0-9_.-]+@[0-9A-Za-z]+:[^\]\s]+\]")
+MIN_SHA_PREFIX = 7
+
+
+@dataclass(frozen=True)
+class Citation:
+    repo_short: str
+    sha: str
+    path: str
+    start: int
+    end: int
+    line: int  # line in the Markdown file where it appears
+    text: str
+
+    @property
+    def label(self) -> str:
+        return self.text.strip("[]")
+
+
+def find_citations(text: str, first_line: int = 1) -> list[Citation]:
+    found = []
+    for offset, line in enumerate(text.split("\n")):
+        for match in CITATION.finditer(line):
+            start = int(match["start"])
+            end = int(match["end"] or start)
+            found.append(
+                Citation(match["repo"], match["sha"], match["path"], start, end, first_line + offset, match.group(0))
+            )
+    return found
+
+
+def malformed_citations(text: str, first_line: int = 1) -> list[tuple[int, str]]:
+    """Bracketed ``repo@sha:path`` tokens that do not parse as a citation."""
+    bad = []
+    for offset, line in enumerate(text.split("\n")):
+        good_spans = [m.span() for m in CITATION.finditer(line)]
+        for match in CITATION_LIKE.finditer(line):
+            if not any(s <= match.start() < e for s, e in good_spans):
+                bad.append((first_line + offset, match.group(0)))
+    return bad
+
+
+def resolve(citation: Citation, readsets: list[Readset]) -> tuple[Readset, ReadsetFile] | str:
+    """The readset file a citation points at, or the reason it does not resolve."""
+    if len(citation.sha) < MIN_SHA_PREFIX:
+        return f"commit prefix '{citation.sha}' is shorter than {MIN_SHA_PREFIX} hex digits"
+    candidates = [r for r in readsets if r.short == citation.repo_short and r.commit.startswith(citation.sha.lower())]
+    if not candidates:
+        return f"no readset for {citation.repo_short}@{citation.sha}"
+    for readset in candidates:
+        for file in readset.files:
+            if file.path == citation.path:
+                return readset, file
+    return f"{citation.path} is not a file of the {citation.repo_short}@{citation.sha} readset"
+
+
+def github_url(repo: str, commit: str, path: str, start: int | None = None, end: int | None = None) -> str:
+    url = f"https://github.com/{repo}/blob/{commit}/{path}"
+    if start is not None:
+        url += f"#L{start}" + (f"-L{end}" if end and end != start else "")
+    return url
+
+
+def count_cited_facts(text: str) -> int:
+    """Lines (sentences, bullets, table rows) that carry at least one citation."""
+    return sum(1 for line in text.split("\n") if CITATION.search(line))

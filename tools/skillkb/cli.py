@@ -1,0 +1,180 @@
+"""The ``skillkb`` command line: thin commands over the library API."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from . import api
+from .diagnostics import Diagnostic, errors_only, to_json
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+def find_root(start: Path) -> Path:
+    """The library root: the nearest folder upwards holding schemas/tier-rules.yaml."""
+    for folder in (start, *start.parents):
+        if (folder / "schemas" / "tier-rules.yaml").is_file():
+            return folder
+    raise SystemExit(f"skillkb: no library found at or above {start} (no schemas/tier-rules.yaml); pass --root")
+
+
+def print_diagnostics(diagnostics: list[Diagnostic], fmt: str) -> int:
+    errors = errors_only(diagnostics)
+    if fmt == "json":
+        sys.stdout.write(to_json(diagnostics))
+    else:
+        for diag in diagnostics:
+            print(diag.render(), file=sys.stderr if diag in errors else sys.stdout)
+        print(
+            f"{len(errors)} error(s), {len(diagnostics) - len(errors)} warning(s)",
+            file=sys.stderr if errors else sys.stdout,
+        )
+    return EXIT_FAIL if errors else EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------- commands
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    return print_diagnostics(api.validate(args.root, args.cases), args.format)
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    library = api.load_or_fail(args.root)
+    if args.check:
+        drift = api.index_drift(library)
+        for entry_id in drift:
+            print(f"skill-index.json differs for: {entry_id}", file=sys.stderr)
+        if drift:
+            print("run `skillkb index` and commit the result", file=sys.stderr)
+            return EXIT_FAIL
+        print("skill-index.json is up to date")
+        return EXIT_OK
+    changed = api.write_index(library)
+    print("skill-index.json " + ("written" if changed else "unchanged"))
+    return EXIT_OK
+
+
+def cmd_schemas(args: argparse.Namespace) -> int:
+    if args.check:
+        stale = api.stale_schemas(args.root)
+        for name in stale:
+            print(f"schemas/{name} differs from the models; run `skillkb schemas`", file=sys.stderr)
+        return EXIT_FAIL if stale else EXIT_OK
+    for name in api.write_schemas(args.root):
+        print(f"wrote schemas/{name}")
+    return EXIT_OK
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    out_dir = args.out or args.root / api.MANIFEST_DIR
+    path = api.snapshot(Path(args.clone), args.repo, args.commit, out_dir)
+    print(path)
+    return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    clones: dict[str, Path] = {}
+    for spec in args.clone or []:
+        repo, sep, path = spec.partition("=")
+        if not sep or "/" not in repo:
+            raise api.UsageError(f"--clone takes OWNER/NAME=PATH, got '{spec}'")
+        clones[repo] = Path(path)
+    return print_diagnostics(api.verify_readsets(args.root, clones), args.format)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    record = api.show(args.root, args.id)
+    if args.json:
+        print(json.dumps(record, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    print(f"{record['id']}  (tier {record['tier']}, {record['status']}, validation {record['validation']})")
+    print(f"  {record['title']} / {record['title_zh']}")
+    print(f"  owner: {record['owner']}   digest: {record['digest']}")
+    for readset in record["readsets"]:
+        print(
+            f"  readset {readset['repo']}@{readset['commit'][:12]} ({readset['tag'] or '-'}): "
+            f"{readset['files']} file(s), {readset['evidence']}"
+        )
+    for ref in record["cross_refs"]:
+        print(f"  {ref['relation']}: {ref['id']}")
+    if record["missing_gates"]:
+        print("  gates missing: " + "; ".join(record["missing_gates"]))
+    print(f"  {record['path']}")
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------------------ parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="skillkb", description="Validate, index, search and evaluate the skill library."
+    )
+    parser.add_argument("--root", type=Path, default=None, help="library root (default: found upwards from cwd)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("validate", help="check every entry, manifest and eval case")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--cases", type=Path, default=None, help="eval cases file (default evals/retrieval/cases.jsonl)")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("index", help="write skill-index.json, or --check it for drift")
+    p.add_argument("--check", action="store_true", help="exit 1 and name the entries whose record differs")
+    p.set_defaults(func=cmd_index)
+
+    p = sub.add_parser("schemas", help="write schemas/*.json from the models, or --check them")
+    p.add_argument("--check", action="store_true")
+    p.set_defaults(func=cmd_schemas)
+
+    readsets = sub.add_parser("readsets", help="upstream manifests and readset verification")
+    rsub = readsets.add_subparsers(dest="readsets_command", required=True, metavar="ACTION")
+    p = rsub.add_parser("snapshot", help="write sources/manifests/OWNER__NAME@COMMIT.tsv from a git clone")
+    p.add_argument("--clone", required=True, help="path to a git clone (bare is fine)")
+    p.add_argument("--repo", required=True, help="OWNER/NAME")
+    p.add_argument("--commit", required=True, help="commit or tag to list")
+    p.add_argument("--out", type=Path, default=None, help="output folder (default sources/manifests)")
+    p.set_defaults(func=cmd_snapshot)
+    p = rsub.add_parser("verify", help="check readsets against the manifests, and against clones")
+    p.add_argument("--clone", action="append", metavar="OWNER/NAME=PATH", help="verify that repo against a clone")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("show", help="print one entry's record")
+    p.add_argument("id", help="entry id (its path), e.g. hardware/ascend/ascend-aclgraph-capture-replay")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_show)
+
+    for register in EXTRA_COMMANDS:
+        register(sub)
+    return parser
+
+
+# Later modules (search, eval, coverage, site, mcp, export) add their subcommands here.
+EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.root = (args.root or find_root(Path.cwd())).resolve()
+    try:
+        return args.func(args)
+    except api.UsageError as exc:
+        print(f"skillkb: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except api.SkillkbError as exc:
+        return print_diagnostics(exc.diagnostics, getattr(args, "format", "text"))
+    except api.GitError as exc:
+        print(f"skillkb: git: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,471 @@
+"""Loading the library: entries (SKILL.md + entry.yaml + references), manifests, rules and eval cases.
+
+Loading never raises on bad content: every problem becomes a ``Diagnostic`` and the entry is kept with
+whatever could be read, so validation can report all problems in one pass.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from .diagnostics import Diagnostic
+from .fsutil import escapes_root, read_text
+from .manifests import ManifestStore, load_manifests
+from .models import EntryMeta, EvalCase
+from .rules import Rules, load_rules
+from .yamlsrc import NUMBER_SHAPED, ParsedYaml, YamlProblem, parse_yaml
+
+ENTRY_ROOTS = ("hardware", "repositories")
+SKILL_FILE = "SKILL.md"
+META_FILE = "entry.yaml"
+CASES_FILE = Path("evals/retrieval/cases.jsonl")
+HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+FENCE = re.compile(r"^\s*(```|~~~)")
+SHA_FIELDS = ("commit", "blob")
+
+
+@dataclass
+class Section:
+    """A part of a Markdown file under one heading, the unit retrieval ranks."""
+
+    entry_id: str
+    file: str  # path from the repository root
+    heading: str
+    heading_path: tuple[str, ...]
+    anchor: str
+    level: int
+    start_line: int
+    text: str
+
+
+@dataclass
+class Document:
+    file: str  # path from the repository root
+    text: str
+    first_line: int  # line of the file where ``text`` starts
+
+
+@dataclass
+class Entry:
+    id: str
+    folder: Path
+    frontmatter: dict[str, Any] = field(default_factory=dict)
+    frontmatter_yaml: ParsedYaml | None = None
+    body: Document | None = None
+    meta: EntryMeta | None = None
+    meta_yaml: ParsedYaml | None = None
+    references: dict[str, Document] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.folder.name
+
+    @property
+    def skill_path(self) -> str:
+        return f"{self.id}/{SKILL_FILE}"
+
+    @property
+    def meta_path(self) -> str:
+        return f"{self.id}/{META_FILE}"
+
+    @property
+    def description(self) -> str:
+        value = self.frontmatter.get("description")
+        return value if isinstance(value, str) else ""
+
+    def documents(self) -> list[Document]:
+        docs = [self.body] if self.body else []
+        return docs + [self.references[k] for k in sorted(self.references)]
+
+    def sections(self) -> list[Section]:
+        return [s for doc in self.documents() for s in split_sections(self.id, doc)]
+
+
+@dataclass
+class Library:
+    root: Path
+    rules: Rules
+    entries: dict[str, Entry]
+    manifests: ManifestStore
+    cases: list[EvalCase]
+    duplicate_ids: dict[str, list[str]] = field(default_factory=dict)  # claimed id -> folders claiming it
+
+    def sorted_entries(self) -> list[Entry]:
+        return [self.entries[k] for k in sorted(self.entries)]
+
+
+# ------------------------------------------------------------------------------------------- markdown
+
+
+def slugify(heading: str) -> str:
+    """Anchor for a heading: lower case, Unicode word characters kept, spaces to hyphens."""
+    text = unicodedata.normalize("NFKC", heading).strip().lower()
+    text = re.sub(r"[^\w\s-]", "", text)
+    return re.sub(r"[\s]+", "-", text).strip("-") or "section"
+
+
+def split_sections(entry_id: str, doc: Document) -> list[Section]:
+    """Split Markdown at headings (ignoring fenced code); text before the first heading is 'Overview'."""
+    sections: list[Section] = []
+    stack: list[tuple[int, str]] = []
+    current: dict[str, Any] = {"heading": "Overview", "level": 0, "start": doc.first_line, "lines": []}
+    in_fence = False
+    seen: dict[str, int] = {}
+
+    def flush() -> None:
+        text = "\n".join(current["lines"]).strip()
+        if not text and current["level"] == 0:
+            return
+        base = slugify(current["heading"])
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        path = tuple(h for _, h in stack) if current["level"] else ("Overview",)
+        sections.append(
+            Section(
+                entry_id,
+                doc.file,
+                current["heading"],
+                path,
+                base if not count else f"{base}_{count}",
+                current["level"],
+                current["start"],
+                text,
+            )
+        )
+
+    for offset, line in enumerate(doc.text.split("\n")):
+        if FENCE.match(line):
+            in_fence = not in_fence
+        match = None if in_fence else HEADING.match(line)
+        if not match:
+            current["lines"].append(line)
+            continue
+        flush()
+        level, heading = len(match[1]), match[2].strip()
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, heading))
+        current = {"heading": heading, "level": level, "start": doc.first_line + offset, "lines": []}
+    flush()
+    return sections
+
+
+# -------------------------------------------------------------------------------------------- entries
+
+
+def discover_entry_folders(root: Path) -> list[Path]:
+    """Folders under hardware/ and repositories/ holding a SKILL.md or an entry.yaml."""
+    folders = set()
+    for top in ENTRY_ROOTS:
+        base = root / top
+        if not base.is_dir():
+            continue
+        for marker in (SKILL_FILE, META_FILE):
+            for found in base.rglob(marker):
+                if "references" not in found.relative_to(root).parts:
+                    folders.add(found.parent)
+    return sorted(folders, key=lambda p: p.relative_to(root).as_posix())
+
+
+def split_frontmatter(text: str) -> tuple[str, str, int] | str:
+    """(frontmatter, body, first body line) or the reason the frontmatter cannot be found."""
+    if not text.startswith("---\n"):
+        return "SKILL.md must start with a '---' line opening the YAML frontmatter"
+    end = text.find("\n---\n", 3)
+    if end == -1:
+        if text.endswith("\n---"):
+            end = len(text) - 4
+        else:
+            return "the frontmatter is not closed by a '---' line"
+    front = text[4 : end + 1]
+    body = text[end + 5 :]
+    return front, body, front.count("\n") + 3
+
+
+def _diag(file: str, line: int | None, code: str, fld: str, message: str, fix: str) -> Diagnostic:
+    return Diagnostic(file, line, code, fld, message, fix)
+
+
+def _read(path: Path, root: Path, display: str, problems: list[Diagnostic], max_bytes: int) -> str | None:
+    if path.is_symlink() and escapes_root(path, root):
+        problems.append(
+            _diag(
+                display,
+                None,
+                "symlink-escape",
+                "",
+                "file is a symlink that leads outside the repository",
+                "replace the link with the file itself",
+            )
+        )
+        return None
+    text, problem = read_text(path, max_bytes)
+    if problem:
+        problems.append(_diag(display, None, problem.code, "", problem.message, problem.fix))
+    return text
+
+
+def load_skill_md(entry: Entry, root: Path, rules: Rules, problems: list[Diagnostic]) -> None:
+    path = entry.folder / SKILL_FILE
+    display = entry.skill_path
+    if not path.exists():
+        problems.append(
+            _diag(
+                display,
+                None,
+                "skill-missing",
+                "",
+                "the entry has no SKILL.md",
+                "add SKILL.md with frontmatter (name, description) and the body",
+            )
+        )
+        return
+    text = _read(path, root, display, problems, rules.skill_md_bytes)
+    if text is None:
+        return
+    split = split_frontmatter(text)
+    if isinstance(split, str):
+        problems.append(
+            _diag(
+                display,
+                1,
+                "frontmatter-missing",
+                "",
+                split,
+                "start the file with '---', the YAML keys, then a closing '---'",
+            )
+        )
+        entry.body = Document(display, text, 1)
+        return
+    front, body, body_line = split
+    entry.body = Document(display, body, body_line)
+    try:
+        parsed = parse_yaml(front, line_offset=1)
+    except YamlProblem as exc:
+        problems.append(_diag(display, exc.line, "frontmatter-yaml", "", str(exc), "fix the YAML syntax"))
+        return
+    if not isinstance(parsed.data, dict):
+        problems.append(
+            _diag(
+                display,
+                2,
+                "frontmatter-not-mapping",
+                "",
+                "frontmatter is not a mapping of keys",
+                "write 'name: ...' and 'description: ...' lines",
+            )
+        )
+        return
+    entry.frontmatter = parsed.data
+    entry.frontmatter_yaml = parsed
+
+
+def _pydantic_problems(exc: ValidationError, parsed: ParsedYaml, display: str) -> list[Diagnostic]:
+    problems = []
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        field_name = ".".join(str(p) for p in loc) or "(root)"
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "missing":
+            fix = f"add the required field '{loc[-1]}'"
+        elif error["type"] == "extra_forbidden":
+            fix = f"remove '{loc[-1]}' or move it where docs/authoring.md puts it"
+        elif error["type"] == "string_pattern_mismatch":
+            fix = "write the value in the documented form (see docs/authoring.md)"
+        else:
+            fix = "correct the value (see docs/authoring.md and schemas/entry.schema.json)"
+        problems.append(_diag(display, parsed.line_of(loc), "meta-schema", field_name, message, fix))
+    return problems
+
+
+def _number_shaped_shas(parsed: ParsedYaml, display: str) -> list[Diagnostic]:
+    problems = []
+    for path, raw in parsed.plain_scalars.items():
+        if path and path[-1] in SHA_FIELDS and NUMBER_SHAPED.match(raw):
+            problems.append(
+                _diag(
+                    display,
+                    parsed.line_of(path),
+                    "sha-unquoted",
+                    ".".join(map(str, path)),
+                    f"unquoted value {raw!r} is read by YAML as a number, not a SHA",
+                    f'quote it: {path[-1]}: "{raw}"',
+                )
+            )
+    return problems
+
+
+def load_entry_yaml(entry: Entry, root: Path, problems: list[Diagnostic]) -> None:
+    path = entry.folder / META_FILE
+    display = entry.meta_path
+    if not path.exists():
+        problems.append(
+            _diag(
+                display,
+                None,
+                "meta-missing",
+                "",
+                "the entry has no entry.yaml",
+                "add entry.yaml (see docs/authoring.md)",
+            )
+        )
+        return
+    text = _read(path, root, display, problems, 262_144)
+    if text is None:
+        return
+    try:
+        parsed = parse_yaml(text)
+    except YamlProblem as exc:
+        problems.append(_diag(display, exc.line, "meta-yaml", "", str(exc), "fix the YAML syntax"))
+        return
+    entry.meta_yaml = parsed
+    if not isinstance(parsed.data, dict):
+        problems.append(
+            _diag(
+                display,
+                1,
+                "meta-not-mapping",
+                "",
+                "entry.yaml is not a mapping of fields",
+                "write the fields of docs/authoring.md",
+            )
+        )
+        return
+    unquoted = _number_shaped_shas(parsed, display)
+    if unquoted:
+        problems.extend(unquoted)
+        return
+    try:
+        entry.meta = EntryMeta.model_validate(parsed.data)
+    except ValidationError as exc:
+        problems.extend(_pydantic_problems(exc, parsed, display))
+
+
+def load_references(entry: Entry, root: Path, problems: list[Diagnostic]) -> None:
+    folder = entry.folder / "references"
+    if not folder.exists():
+        return
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.is_dir():
+            continue
+        if path.parent != folder:
+            problems.append(
+                _diag(
+                    rel,
+                    None,
+                    "reference-depth",
+                    "",
+                    "reference files live one level deep",
+                    "move it directly under references/",
+                )
+            )
+            continue
+        if path.suffix != ".md":
+            problems.append(
+                _diag(
+                    rel,
+                    None,
+                    "reference-type",
+                    "",
+                    "reference files are Markdown (.md)",
+                    "convert it to Markdown or remove it",
+                )
+            )
+            continue
+        text = _read(path, root, rel, problems, 524_288)
+        if text is not None:
+            entry.references[path.name] = Document(rel, text, 1)
+
+
+def load_entry(folder: Path, root: Path, rules: Rules, problems: list[Diagnostic]) -> Entry:
+    entry = Entry(id=folder.relative_to(root).as_posix(), folder=folder)
+    if escapes_root(folder, root):
+        problems.append(
+            _diag(
+                entry.id,
+                None,
+                "symlink-escape",
+                "",
+                "entry folder leads outside the repository",
+                "keep entries as real folders inside the repository",
+            )
+        )
+        return entry
+    load_skill_md(entry, root, rules, problems)
+    load_entry_yaml(entry, root, problems)
+    load_references(entry, root, problems)
+    return entry
+
+
+# ----------------------------------------------------------------------------------------- eval cases
+
+
+def load_cases(path: Path, display: str) -> tuple[list[EvalCase], list[Diagnostic]]:
+    cases: list[EvalCase] = []
+    problems: list[Diagnostic] = []
+    if not path.exists():
+        return cases, problems
+    text, problem = read_text(path, 16 * 1_048_576)
+    if problem:
+        return cases, [_diag(display, None, problem.code, "", problem.message, problem.fix)]
+    assert text is not None
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append(
+                _diag(
+                    display, number, "case-json", "", f"line is not JSON: {exc.msg}", "write one JSON object per line"
+                )
+            )
+            continue
+        try:
+            cases.append(EvalCase.model_validate(raw))
+        except ValidationError as exc:
+            for error in exc.errors():
+                fld = ".".join(str(p) for p in error["loc"]) or "(root)"
+                problems.append(
+                    _diag(
+                        display,
+                        number,
+                        "case-schema",
+                        fld,
+                        error["msg"].removeprefix("Value error, "),
+                        "follow schemas/eval-case.schema.json",
+                    )
+                )
+    return cases, problems
+
+
+# -------------------------------------------------------------------------------------------- library
+
+
+def load_library(root: Path, cases_file: Path | None = None) -> tuple[Library, list[Diagnostic]]:
+    root = root.resolve()
+    problems: list[Diagnostic] = []
+    rules = load_rules(root)
+    manifests, manifest_problems = load_manifests(root)
+    problems.extend(manifest_problems)
+    entries: dict[str, Entry] = {}
+    claimed: dict[str, list[str]] = {}
+    for folder in discover_entry_folders(root):
+        entry = load_entry(folder, root, rules, problems)
+        entries[entry.id] = entry
+        if entry.meta:
+            claimed.setdefault(entry.meta.id, []).append(entry.id)
+    cases_path = cases_file or root / CASES_FILE
+    display = cases_path.relative_to(root).as_posix() if cases_path.is_relative_to(root) else str(cases_path)
+    cases, case_problems = load_cases(cases_path, display)
+    problems.extend(case_problems)
+    duplicates = {k: v for k, v in claimed.items() if len(v) > 1}
+    return Library(root, rules, entries, manifests, cases, duplicates), problems

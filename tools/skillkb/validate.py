@@ -1,0 +1,831 @@
+"""Validation: schema checks plus every cross-entry rule, reported as actionable diagnostics."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from .citations import CITATION, count_cited_facts, find_citations, malformed_citations, resolve
+from .diagnostics import Diagnostic, sort_key
+from .loader import Document, Entry, Library, load_library
+from .manifests import ManifestStore
+from .models import SKILL_NAME, Readset, Status
+
+ALLOWED_FRONTMATTER = ("name", "description", "license", "compatibility", "metadata", "allowed-tools")
+MAX_NAME = 64
+MAX_DESCRIPTION = 1024
+MAX_COMPATIBILITY = 500
+UNSAFE_HTML = re.compile(r"<\s*(script|iframe|object|embed)\b", re.IGNORECASE)
+MD_LINK = re.compile(r"!?\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?[^)]*\)|^\s*\[[^\]]+\]:\s*(\S+)", re.MULTILINE)
+HTML_LINK = re.compile(r"""(?:href|src)\s*=\s*["']([^"']+)["']""", re.IGNORECASE)
+SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def d(file: str, line: int | None, code: str, fld: str, message: str, fix: str) -> Diagnostic:
+    return Diagnostic(file, line, code, fld, message, fix)
+
+
+# ------------------------------------------------------------------------------------ entry statistics
+
+
+@dataclass(frozen=True)
+class EntryStats:
+    cited_facts: int
+    triage_rows: int
+    eval_cases: int
+    readset_files: int
+    verified_files: int
+    partial_files: int
+
+
+def triage_rows(entry: Entry) -> int:
+    for section in entry.sections():
+        if section.level == 2 and section.heading.strip().lower() == "triage":
+            rows = [line for line in section.text.split("\n") if line.strip().startswith("|")]
+            data = [r for r in rows if not re.fullmatch(r"\s*\|[\s:|-]+\|?\s*", r)]
+            return max(len(data) - 1, 0)  # minus the header row
+    return 0
+
+
+def file_evidence(manifests: ManifestStore, readset: Readset, path: str, blob: str) -> str:
+    manifest = manifests.get(readset.repo, readset.commit)
+    row = manifest.rows.get(path) if manifest else None
+    if row is None or row.blob != blob:
+        return "unverified"
+    return "partial" if manifest.partial else "verified"
+
+
+def readset_evidence(manifests: ManifestStore, readset: Readset) -> str:
+    levels = {file_evidence(manifests, readset, f.path, f.blob) for f in readset.files}
+    for level in ("unverified", "partial"):
+        if level in levels:
+            return level
+    return "verified"
+
+
+def entry_stats(entry: Entry, library: Library) -> EntryStats:
+    evidence = Counter(
+        file_evidence(library.manifests, r, f.path, f.blob)
+        for r in (entry.meta.readsets if entry.meta else [])
+        for f in r.files
+    )
+    return EntryStats(
+        cited_facts=sum(count_cited_facts(doc.text) for doc in entry.documents()),
+        triage_rows=triage_rows(entry),
+        eval_cases=sum(1 for c in library.cases if entry.id in c.expected),
+        readset_files=sum(evidence.values()),
+        verified_files=evidence["verified"],
+        partial_files=evidence["partial"],
+    )
+
+
+def missing_gates(entry: Entry, library: Library, state: str | None = None) -> list[str]:
+    """What keeps ``entry`` from meeting the gates of ``state`` (default: its own status)."""
+    meta = entry.meta
+    if meta is None:
+        return ["entry.yaml does not load"]
+    state = state or meta.status.state.value
+    stats = entry_stats(entry, library)
+    gate = library.rules.gate_for(meta.tier, state)
+    missing = []
+    if stats.cited_facts < gate.cited_facts:
+        missing.append(f"cited facts {stats.cited_facts} < {gate.cited_facts}")
+    if stats.triage_rows < gate.triage_rows:
+        missing.append(f"triage rows {stats.triage_rows} < {gate.triage_rows}")
+    if stats.eval_cases < gate.eval_cases:
+        missing.append(f"eval cases {stats.eval_cases} < {gate.eval_cases}")
+    if state == "covered":
+        if not meta.readsets:
+            missing.append("no readset")
+        elif stats.verified_files < stats.readset_files:
+            weak = stats.readset_files - stats.verified_files
+            kind = "partial-manifest" if stats.partial_files else "unverified"
+            missing.append(f"{weak} readset file(s) not verified against a full manifest ({kind})")
+        absent = [
+            a for a in library.rules.tiers[meta.tier].required_anchors if getattr(meta.version_anchors, a) is None
+        ]
+        if absent:
+            missing.append(f"version anchors missing: {', '.join(absent)}")
+    return missing
+
+
+# ---------------------------------------------------------------------------------------- frontmatter
+
+
+def check_frontmatter(entry: Entry) -> list[Diagnostic]:
+    if entry.frontmatter_yaml is None:
+        return []
+    fm, parsed, file = entry.frontmatter, entry.frontmatter_yaml, entry.skill_path
+    out = []
+    for key in fm:
+        if key not in ALLOWED_FRONTMATTER:
+            out.append(
+                d(
+                    file,
+                    parsed.line_of((key,)),
+                    "frontmatter-unknown-key",
+                    str(key),
+                    f"'{key}' is not one of the portable Agent Skills keys {list(ALLOWED_FRONTMATTER)}",
+                    "move provenance and ownership data to entry.yaml, or into metadata as a string",
+                )
+            )
+    out += _check_name(entry, fm.get("name"), parsed.line_of(("name",)))
+    out += _check_description(file, fm.get("description"), parsed.line_of(("description",)))
+    compat = fm.get("compatibility")
+    if compat is not None and (not isinstance(compat, str) or len(compat) > MAX_COMPATIBILITY):
+        out.append(
+            d(
+                file,
+                parsed.line_of(("compatibility",)),
+                "compatibility-invalid",
+                "compatibility",
+                f"compatibility must be a string of at most {MAX_COMPATIBILITY} characters",
+                "shorten it to the environment requirements",
+            )
+        )
+    if "license" in fm and not isinstance(fm["license"], str):
+        out.append(
+            d(
+                file,
+                parsed.line_of(("license",)),
+                "license-invalid",
+                "license",
+                "license must be a string",
+                "write an SPDX identifier such as Apache-2.0",
+            )
+        )
+    out += _check_metadata(file, fm, parsed)
+    return out
+
+
+def _check_name(entry: Entry, name: object, line: int | None) -> list[Diagnostic]:
+    file = entry.skill_path
+    if not isinstance(name, str) or not name.strip():
+        return [
+            d(
+                file,
+                line,
+                "name-missing",
+                "name",
+                "frontmatter has no 'name'",
+                f"add 'name: {entry.name}' (the folder name)",
+            )
+        ]
+    if not name.isascii():
+        return [
+            d(
+                file,
+                line,
+                "name-invalid",
+                "name",
+                f"name '{name}' has non-ASCII characters",
+                "use only a-z, 0-9 and single hyphens",
+            )
+        ]
+    if name != name.lower():
+        return [
+            d(
+                file,
+                line,
+                "name-invalid",
+                "name",
+                f"name '{name}' has uppercase letters",
+                f"write it in lower case: '{name.lower()}' (and rename the folder to match)",
+            )
+        ]
+    if len(name) > MAX_NAME or not re.fullmatch(SKILL_NAME, name):
+        return [
+            d(
+                file,
+                line,
+                "name-invalid",
+                "name",
+                f"name '{name}' is not kebab-case of at most {MAX_NAME} chars (a-z, 0-9, single inner hyphens)",
+                "rename the skill and its folder",
+            )
+        ]
+    if name != entry.name:
+        return [
+            d(
+                file,
+                line,
+                "name-mismatch",
+                "name",
+                f"name '{name}' differs from its folder '{entry.name}'",
+                f"set 'name: {entry.name}' or rename the folder to '{name}'",
+            )
+        ]
+    return []
+
+
+def _check_description(file: str, description: object, line: int | None) -> list[Diagnostic]:
+    if not isinstance(description, str) or not description.strip():
+        return [
+            d(
+                file,
+                line,
+                "description-empty",
+                "description",
+                "description is missing or empty",
+                "say what the skill does and when to use it, with the error strings people type",
+            )
+        ]
+    out = []
+    if len(description) > MAX_DESCRIPTION:
+        out.append(
+            d(
+                file,
+                line,
+                "description-too-long",
+                "description",
+                f"description has {len(description)} characters, over {MAX_DESCRIPTION}",
+                "shorten it; move detail into the body",
+            )
+        )
+    if "<" in description or ">" in description:
+        out.append(
+            d(
+                file,
+                line,
+                "description-angle",
+                "description",
+                "description contains '<' or '>'",
+                "rephrase without angle brackets (agents' catalogs are XML-like)",
+            )
+        )
+    return out
+
+
+def _check_metadata(file: str, fm: dict, parsed) -> list[Diagnostic]:
+    if "metadata" not in fm:
+        return []
+    line = parsed.line_of(("metadata",))
+    meta = fm["metadata"]
+    if not isinstance(meta, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()):
+        return [
+            d(
+                file,
+                line,
+                "metadata-invalid",
+                "metadata",
+                "metadata must map strings to strings",
+                "quote every value, and nest nothing",
+            )
+        ]
+    if ("metadata",) in parsed.flow_paths:
+        return [
+            d(
+                file,
+                line,
+                "metadata-flow",
+                "metadata",
+                "metadata is written in flow style {…}",
+                "write one 'key: value' per line (block style); strict YAML readers reject flow style",
+            )
+        ]
+    return []
+
+
+# ---------------------------------------------------------------------------------------------- body
+
+
+def check_sections(entry: Entry, library: Library) -> list[Diagnostic]:
+    if entry.body is None:
+        return []
+    required = library.rules.sections
+    found = [
+        s.heading for s in entry.sections() if s.level == 2 and s.entry_id == entry.id and s.file == entry.skill_path
+    ]
+    out = []
+    missing = [s for s in required if s not in found]
+    if missing:
+        out.append(
+            d(
+                entry.skill_path,
+                None,
+                "section-missing",
+                "",
+                f"missing section(s): {', '.join(missing)}",
+                f"add '## ' headings in this order: {', '.join(required)}",
+            )
+        )
+    present = [h for h in found if h in required]
+    if present != [s for s in required if s in present]:
+        out.append(
+            d(
+                entry.skill_path,
+                None,
+                "section-order",
+                "",
+                f"sections out of order: {', '.join(present)}",
+                f"order them: {', '.join(required)}",
+            )
+        )
+    lines = entry.body.text.count("\n") + entry.body.first_line
+    if lines > library.rules.skill_md_lines:
+        out.append(
+            d(
+                entry.skill_path,
+                None,
+                "skill-too-long",
+                "",
+                f"SKILL.md has {lines} lines",
+                f"keep it under {library.rules.skill_md_lines}; move deep dives into references/",
+            )
+        )
+    return out
+
+
+def check_vocabulary(entry: Entry, library: Library) -> list[Diagnostic]:
+    if entry.meta is None:
+        return []
+    rule = library.rules.tiers[entry.meta.tier]
+    if not rule.forbidden_terms:
+        return []
+    out = []
+    what = "NPU/Ascend/CANN vocabulary" if entry.meta.tier == 1 else "vLLM vocabulary"
+    targets = [Document(entry.skill_path, entry.description, 2), *entry.documents()]
+    for doc in targets:
+        for offset, line in enumerate(doc.text.split("\n")):
+            for term in rule.forbidden_terms:
+                match = term.search(line)
+                if match:
+                    out.append(
+                        d(
+                            doc.file,
+                            doc.first_line + offset,
+                            f"tier{entry.meta.tier}-vocabulary",
+                            "",
+                            f"Tier {entry.meta.tier} text uses {what}: '{match.group(0)}'",
+                            "keep this tier's text within its boundary; link the other tier's entry in "
+                            "entry.yaml cross_refs instead",
+                        )
+                    )
+                    break
+    return out
+
+
+def check_markdown_safety(entry: Entry) -> list[Diagnostic]:
+    out = []
+    for doc in entry.documents():
+        base = Path(doc.file).parent
+        for offset, line in enumerate(doc.text.split("\n")):
+            number = doc.first_line + offset
+            if UNSAFE_HTML.search(line):
+                out.append(
+                    d(
+                        doc.file,
+                        number,
+                        "unsafe-html",
+                        "",
+                        "raw <script>/<iframe>/<object>/<embed> HTML",
+                        "remove it; entries are plain Markdown",
+                    )
+                )
+            targets = [m.group(1) or m.group(2) for m in MD_LINK.finditer(line)] + HTML_LINK.findall(line)
+            for target in targets:
+                out += _check_link(doc.file, number, base, entry, target)
+    return out
+
+
+def _check_link(file: str, line: int, base: Path, entry: Entry, target: str) -> list[Diagnostic]:
+    lowered = re.sub(r"\s", "", target).lower()
+    if lowered.startswith(("javascript:", "vbscript:", "data:")):
+        return [
+            d(
+                file,
+                line,
+                "unsafe-link",
+                "",
+                f"link target '{target[:40]}' runs script",
+                "link to an http(s) page or a file inside the entry",
+            )
+        ]
+    if SCHEME.match(target) or target.startswith(("#", "//")):
+        return []
+    if target.startswith("/"):
+        return [
+            d(
+                file,
+                line,
+                "link-escape",
+                "",
+                f"absolute link '{target}'",
+                "use a path relative to this file, inside the entry folder",
+            )
+        ]
+    resolved = (base / target.split("#", 1)[0]).as_posix()
+    parts: list[str] = []
+    for part in resolved.split("/"):
+        if part == "..":
+            if parts:
+                parts.pop()
+            else:
+                parts.append("..")
+        elif part not in ("", "."):
+            parts.append(part)
+    normal = "/".join(parts)
+    if not (normal == entry.id or normal.startswith(entry.id + "/")):
+        return [
+            d(
+                file,
+                line,
+                "link-escape",
+                "",
+                f"relative link '{target}' leaves the entry folder",
+                "link only to files inside the entry, or use the full https URL",
+            )
+        ]
+    return []
+
+
+def check_citations(entry: Entry, library: Library) -> list[Diagnostic]:
+    if entry.meta is None:
+        return []  # entry.yaml is already reported; resolving against no readsets would only add noise
+    readsets = entry.meta.readsets
+    out = []
+    for doc in entry.documents():
+        for number, token in malformed_citations(doc.text, doc.first_line):
+            out.append(
+                d(
+                    doc.file,
+                    number,
+                    "citation-malformed",
+                    "",
+                    f"'{token}' is not a valid citation",
+                    "write [REPO@SHA7:path#Lstart-Lend], e.g. [vllm-ascend@9bf964c:setup.py#L1-L5]",
+                )
+            )
+        for cite in find_citations(doc.text, doc.first_line):
+            found = resolve(cite, readsets)
+            if isinstance(found, str):
+                out.append(
+                    d(
+                        doc.file,
+                        cite.line,
+                        "citation-unresolved",
+                        "",
+                        f"{cite.text}: {found}",
+                        "add the file to a readset in entry.yaml, or correct the citation",
+                    )
+                )
+                continue
+            readset, file = found
+            out += _check_cited_lines(doc.file, cite, readset, file, library.manifests)
+    return out
+
+
+def _check_cited_lines(file, cite, readset, rfile, manifests) -> list[Diagnostic]:
+    if cite.start > cite.end or cite.start < 1:
+        return [
+            d(
+                file,
+                cite.line,
+                "citation-range",
+                "",
+                f"{cite.text}: line range is empty or reversed",
+                "write #Lstart-Lend with start ≤ end",
+            )
+        ]
+    manifest = manifests.get(readset.repo, readset.commit)
+    row = manifest.rows.get(rfile.path) if manifest else None
+    if row is not None and cite.end > row.lines:
+        return [
+            d(
+                file,
+                cite.line,
+                "citation-range",
+                "",
+                f"{cite.text}: line {cite.end} is past the end of the file ({row.lines} lines)",
+                "cite lines that exist at the pinned commit",
+            )
+        ]
+    if not any(start <= cite.start and cite.end <= end for start, end in rfile.ranges()):
+        return [
+            d(
+                file,
+                cite.line,
+                "citation-unread",
+                "",
+                f"{cite.text}: lines {cite.start}-{cite.end} are outside the lines read ({rfile.lines})",
+                "read those lines and add them to the readset's 'lines', or correct the citation",
+            )
+        ]
+    return []
+
+
+# ------------------------------------------------------------------------------------------ metadata
+
+
+def check_meta(entry: Entry, library: Library) -> list[Diagnostic]:
+    meta, file = entry.meta, entry.meta_path
+    if meta is None or entry.meta_yaml is None:
+        return []
+    line = entry.meta_yaml.line_of
+    out = []
+    if meta.id != entry.id:
+        out.append(
+            d(
+                file,
+                line(("id",)),
+                "id-mismatch",
+                "id",
+                f"id '{meta.id}' differs from the folder path '{entry.id}'",
+                f"set 'id: {entry.id}' (an entry's id is its path)",
+            )
+        )
+    rule = library.rules.tiers[meta.tier]
+    if entry.id.rsplit("/", 1)[0] != meta.owner:
+        out.append(
+            d(
+                file,
+                line(("owner",)),
+                "owner-mismatch",
+                "owner",
+                f"owner '{meta.owner}' is not the folder that holds the entry ('{entry.id.rsplit('/', 1)[0]}')",
+                "move the entry under its canonical owner path, or correct 'owner'",
+            )
+        )
+    if meta.owner not in rule.owners:
+        out.append(
+            d(
+                file,
+                line(("owner",)),
+                "owner-tier",
+                "owner",
+                f"Tier {meta.tier} entries are owned by {', '.join(rule.owners)}, not '{meta.owner}'",
+                "fix the tier or move the entry to an owner path of its tier",
+            )
+        )
+    elif not (library.root / meta.owner).is_dir():
+        out.append(
+            d(
+                file,
+                line(("owner",)),
+                "owner-missing",
+                "owner",
+                f"owner path '{meta.owner}' does not exist",
+                "create the owner folder",
+            )
+        )
+    out += check_readsets(entry, library)
+    out += check_cross_refs(entry, library)
+    out += check_anchors(entry)
+    out += check_gates(entry, library)
+    return out
+
+
+def check_readsets(entry: Entry, library: Library) -> list[Diagnostic]:
+    meta, file = entry.meta, entry.meta_path
+    assert meta is not None and entry.meta_yaml is not None
+    out = []
+    seen: set[tuple[str, str]] = set()
+    for i, readset in enumerate(meta.readsets):
+        at = entry.meta_yaml.line_of(("readsets", i))
+        key = (readset.repo, readset.commit)
+        if key in seen:
+            out.append(
+                d(
+                    file,
+                    at,
+                    "readset-duplicate",
+                    f"readsets.{i}",
+                    f"two readsets for {key[0]}@{key[1]}",
+                    "merge their files into one readset",
+                )
+            )
+        seen.add(key)
+        manifest = library.manifests.get(*key)
+        if manifest is None:
+            out.append(
+                d(
+                    file,
+                    at,
+                    "manifest-missing",
+                    f"readsets.{i}",
+                    f"no manifest for {readset.repo}@{readset.commit} under sources/manifests/",
+                    f"run `skillkb readsets snapshot --clone PATH --repo {readset.repo} --commit {readset.commit}`",
+                )
+            )
+            continue
+        for j, rfile in enumerate(readset.files):
+            out += _check_readset_file(entry, i, j, rfile, manifest)
+    return out
+
+
+def _check_readset_file(entry: Entry, i: int, j: int, rfile, manifest) -> list[Diagnostic]:
+    file, at = entry.meta_path, entry.meta_yaml.line_of(("readsets", i, "files", j))
+    where = f"readsets.{i}.files.{j}"
+    row = manifest.rows.get(rfile.path)
+    if row is None:
+        return [
+            d(
+                file,
+                at,
+                "readset-path-unknown",
+                f"{where}.path",
+                f"{rfile.path} is not in {manifest.file}",
+                "check the path at that commit (git ls-tree), or snapshot the right commit",
+            )
+        ]
+    if row.blob != rfile.blob:
+        return [
+            d(
+                file,
+                at,
+                "readset-blob-mismatch",
+                f"{where}.blob",
+                f"blob {rfile.blob} differs from the manifest's {row.blob} for {rfile.path}",
+                "re-read the file at the pinned commit and record its blob from `git ls-tree`",
+            )
+        ]
+    past = [f"{s}-{e}" for s, e in rfile.ranges() if e > row.lines or s > e]
+    if past:
+        return [
+            d(
+                file,
+                at,
+                "readset-lines-range",
+                f"{where}.lines",
+                f"lines {', '.join(past)} are reversed or past the end of {rfile.path} ({row.lines} lines)",
+                f"record ranges within 1-{row.lines}",
+            )
+        ]
+    return []
+
+
+def check_cross_refs(entry: Entry, library: Library) -> list[Diagnostic]:
+    meta, file = entry.meta, entry.meta_path
+    assert meta is not None and entry.meta_yaml is not None
+    out = []
+    seen = set()
+    for i, ref in enumerate(meta.cross_refs):
+        at = entry.meta_yaml.line_of(("cross_refs", i))
+        if ref.id == entry.id:
+            out.append(
+                d(
+                    file,
+                    at,
+                    "xref-self",
+                    f"cross_refs.{i}.id",
+                    "the entry refers to itself",
+                    "remove the self-reference",
+                )
+            )
+        elif ref.id not in library.entries:
+            out.append(
+                d(
+                    file,
+                    at,
+                    "xref-dangling",
+                    f"cross_refs.{i}.id",
+                    f"no entry '{ref.id}'",
+                    "point at an existing entry id (its folder path) or add that entry",
+                )
+            )
+        if ref.id in seen:
+            out.append(
+                d(
+                    file,
+                    at,
+                    "xref-duplicate",
+                    f"cross_refs.{i}.id",
+                    f"'{ref.id}' is referenced twice",
+                    "keep one cross-reference per entry",
+                )
+            )
+        seen.add(ref.id)
+    return out
+
+
+def check_anchors(entry: Entry) -> list[Diagnostic]:
+    """A version anchor that names a commit must agree with a readset pinned at the same tag."""
+    meta, file = entry.meta, entry.meta_path
+    assert meta is not None and entry.meta_yaml is not None
+    out = []
+    for readset in meta.readsets:
+        for name, anchor in meta.version_anchors:
+            if anchor and anchor.commit and readset.tag == anchor.ref and readset.commit != anchor.commit:
+                out.append(
+                    d(
+                        file,
+                        entry.meta_yaml.line_of(("version_anchors", name)),
+                        "anchor-commit-mismatch",
+                        f"version_anchors.{name}.commit",
+                        f"tag {anchor.ref} is anchored at {anchor.commit} but a readset pins it at {readset.commit}",
+                        "record the commit the tag really resolves to in both places",
+                    )
+                )
+    return out
+
+
+def check_gates(entry: Entry, library: Library) -> list[Diagnostic]:
+    meta = entry.meta
+    assert meta is not None and entry.meta_yaml is not None
+    if meta.status.state != Status.covered:
+        return []
+    return [
+        d(
+            entry.meta_path,
+            entry.meta_yaml.line_of(("status", "state")),
+            "gate-covered",
+            "status.state",
+            f"'covered' but the admission gate is not met: {problem}",
+            "meet the gate (schemas/tier-rules.yaml) or set status to 'to-refine' with a reason",
+        )
+        for problem in missing_gates(entry, library)
+    ]
+
+
+# ------------------------------------------------------------------------------------------- library
+
+
+def check_uniqueness(library: Library) -> list[Diagnostic]:
+    out = []
+    for claimed, folders in sorted(library.duplicate_ids.items()):
+        for folder in folders:
+            out.append(
+                d(
+                    f"{folder}/entry.yaml",
+                    None,
+                    "id-duplicate",
+                    "id",
+                    f"id '{claimed}' is claimed by {len(folders)} entries: {', '.join(folders)}",
+                    "give each entry the id of its own folder",
+                )
+            )
+    by_name: dict[str, list[str]] = {}
+    for entry in library.sorted_entries():
+        by_name.setdefault(entry.name, []).append(entry.id)
+    for name, ids in sorted(by_name.items()):
+        if len(ids) > 1:
+            for entry_id in ids:
+                out.append(
+                    d(
+                        f"{entry_id}/SKILL.md",
+                        None,
+                        "name-duplicate",
+                        "name",
+                        f"skill name '{name}' is owned by {len(ids)} entries: {', '.join(ids)}",
+                        "names are installed flat: keep one canonical owner and cross-reference it",
+                    )
+                )
+    return out
+
+
+def check_cases(library: Library) -> list[Diagnostic]:
+    out = []
+    counts = Counter(c.id for c in library.cases)
+    file = "evals/retrieval/cases.jsonl"
+    for case_id, count in sorted(counts.items()):
+        if count > 1:
+            out.append(
+                d(
+                    file,
+                    None,
+                    "case-duplicate-id",
+                    "id",
+                    f"case id '{case_id}' appears {count} times",
+                    "give every case a unique id",
+                )
+            )
+    for case in library.cases:
+        for fld in ("expected", "acceptable", "negatives"):
+            for entry_id in getattr(case, fld):
+                if entry_id not in library.entries:
+                    out.append(
+                        d(
+                            file,
+                            None,
+                            "case-unknown-entry",
+                            f"{case.id}.{fld}",
+                            f"case '{case.id}' names unknown entry '{entry_id}'",
+                            "use an existing entry id",
+                        )
+                    )
+    return out
+
+
+def validate_library(library: Library) -> list[Diagnostic]:
+    out: list[Diagnostic] = []
+    for entry in library.sorted_entries():
+        out += check_frontmatter(entry)
+        out += check_sections(entry, library)
+        out += check_vocabulary(entry, library)
+        out += check_markdown_safety(entry)
+        out += check_citations(entry, library)
+        out += check_meta(entry, library)
+    out += check_uniqueness(library)
+    out += check_cases(library)
+    return out
+
+
+def validate(root: Path, cases_file: Path | None = None) -> list[Diagnostic]:
+    """Load and validate the library at ``root``; return every diagnostic, sorted."""
+    library, problems = load_library(root, cases_file)
+    return sorted(set(problems + validate_library(library)), key=sort_key)
+
+
+__all__ = ["CITATION", "EntryStats", "entry_stats", "missing_gates", "validate", "validate_library"]

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from .diagnostics import Diagnostic, SkillkbError, errors_only, sort_key
+from .fsutil import atomic_write
 from .index import build_index, index_drift, write_index
-from .loader import Library, load_library
+from .loader import Library, load_cases, load_library
 from .manifests import MANIFEST_DIR, GitError
+from .models import EvalCase
 from .readsets import snapshot, verify_against_clone, verify_against_manifests
+from .retrieval import DEFAULT_RETRIEVER, SearchEngine, SearchResult
 from .schemas import stale_schemas, write_schemas
 from .validate import missing_gates, validate
 
@@ -32,6 +36,86 @@ def verify_readsets(root: Path, clones: dict[str, Path]) -> list[Diagnostic]:
     for repo, clone in sorted(clones.items()):
         out += verify_against_clone(library, repo, clone)
     return sorted(out, key=sort_key)
+
+
+def search(
+    root: Path, query: str, k: int = 5, retriever: str = DEFAULT_RETRIEVER, tier: int | None = None
+) -> SearchResult:
+    if k < 1 or k > 100:
+        raise UsageError("--k must be between 1 and 100")
+    return _engine(root).search(query, k=k, retriever=retriever, tier=tier)
+
+
+_ENGINES: dict[Path, SearchEngine] = {}
+
+
+def _engine(root: Path) -> SearchEngine:
+    """One engine per library per process (the MCP server and the CLI share it)."""
+    root = root.resolve()
+    if root not in _ENGINES:
+        _ENGINES[root] = SearchEngine.open(root)
+    return _ENGINES[root]
+
+
+def load_cases_or_fail(root: Path, cases_file: Path) -> list[EvalCase]:
+    path = cases_file if cases_file.is_absolute() else root / cases_file
+    if not path.exists():
+        raise UsageError(f"no cases file at {path}")
+    cases, problems = load_cases(path, str(cases_file))
+    if problems:
+        raise SkillkbError(problems)
+    if not cases:
+        raise UsageError(f"{cases_file} holds no cases")
+    return cases
+
+
+def evaluate(
+    root: Path,
+    cases: Path = Path("evals/retrieval/cases.jsonl"),
+    retriever: str = DEFAULT_RETRIEVER,
+    k: int = 10,
+    split: str = "all",
+    out: Path | None = None,
+    gate: Path | None = None,
+    write_baseline: Path | None = None,
+    calibrate: bool = False,
+    compare: str | None = None,
+) -> dict:
+    """Run the retrieval eval; optionally calibrate, export, compare, gate and record a baseline."""
+    from . import evaluate as ev
+
+    all_cases = load_cases_or_fail(root, cases)
+    engine = _engine(root)
+    notes: list[str] = []
+    if calibrate:
+        models = dict(engine.calibration.models)
+        stats = {}
+        for name in sorted({retriever, "bm25", "hybrid", "dense", "rank-bm25"}):
+            models[name], stats[name] = ev.calibrate(engine, all_cases, name)
+            notes.append(f"calibrated {name}: {models[name].to_json()} {stats[name]}")
+        ev.write_calibration(root, models, stats)
+        engine.calibration.models.update(models)
+    selected = all_cases if split == "all" else [c for c in all_cases if c.split == split]
+    run = ev.run_eval(engine, selected, retriever, k)
+    report = run.report()
+    result: dict = {"report": report, "notes": notes}
+    if compare:
+        other = ev.run_eval(engine, selected, compare, k)
+        report["comparison"] = ev.compare_runs(run, other)
+        notes.append(f"paired randomisation {report['comparison']}")
+    if out:
+        ev.write_report(run, out)
+        ev.export_beir(engine, selected, out / "beir")
+    if write_baseline:
+        target = write_baseline if write_baseline.is_absolute() else root / write_baseline
+        atomic_write(target, (json.dumps(ev.baseline_payload(run), indent=2, sort_keys=True) + "\n").encode())
+    if gate:
+        baseline_path = gate if gate.is_absolute() else root / gate
+        baseline = json.loads(baseline_path.read_text(encoding="utf-8"))
+        if baseline.get("retriever") != retriever:
+            raise UsageError(f"baseline is for '{baseline.get('retriever')}', not '{retriever}'")
+        result["gate_problems"] = ev.gate(run, baseline)
+    return result
 
 
 def show(root: Path, entry_id: str) -> dict:

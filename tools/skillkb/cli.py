@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from . import api
 from .diagnostics import Diagnostic, errors_only, to_json
+from .retrieval import DEFAULT_RETRIEVER, RETRIEVERS
+
+RETRIEVER_CHOICES = list(RETRIEVERS)
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -88,6 +91,60 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return print_diagnostics(api.verify_readsets(args.root, clones), args.format)
 
 
+def cmd_search(args: argparse.Namespace) -> int:
+    retriever = args.retriever or DEFAULT_RETRIEVER
+    result = api.search(args.root, args.query, k=args.k, retriever=retriever, tier=args.tier)
+    if args.json:
+        print(json.dumps(result.public(), ensure_ascii=False))
+        return EXIT_OK
+    if result.abstained:
+        print("No skill in the library answers this query." if result.query else "The query is empty.")
+        return EXIT_OK
+    for rank, hit in enumerate(result.results, start=1):
+        print(f"{rank}. {hit.id}  [{hit.score:.4f}]  § {hit.heading}")
+        print(f"   {hit.title}\n   {hit.path}#{hit.section}")
+    return EXIT_OK
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    outcome = api.evaluate(
+        args.root,
+        cases=args.cases,
+        retriever=args.retriever or DEFAULT_RETRIEVER,
+        k=args.k,
+        split=args.split,
+        out=args.out,
+        gate=args.gate,
+        write_baseline=args.write_baseline,
+        calibrate=args.calibrate,
+        compare=args.compare,
+    )
+    report = outcome["report"]
+    if args.json:
+        print(json.dumps(report, ensure_ascii=False, indent=2))
+    else:
+        print(f"retriever {report['retriever']}  cases {int(report['metrics']['cases'])}")
+        for name, value in report["metrics"].items():
+            print(f"  {name:22s} {value:.4f}")
+        for lang, metrics in report["by_lang"].items():
+            print(
+                f"  [{lang}] hit@1 {metrics['hit@1']:.4f}  mrr@10 {metrics['mrr@10']:.4f}  "
+                f"oos_abstention {metrics['oos_abstention']:.4f}"
+            )
+        failing = [c for c in report["cases"] if not c["passed"]]
+        print(f"  failing cases: {len(failing)}")
+        for case in failing[:30]:
+            print(f"    {case['id']}: {case['query'][:70]!r} -> {case['ranked'][:2] or 'abstained'}")
+    for line in outcome.get("notes", []):
+        print(line, file=sys.stderr)
+    problems = outcome.get("gate_problems", [])
+    for problem in problems:
+        print(f"GATE: {problem}", file=sys.stderr)
+    if args.gate:
+        print(f"gate: {len(problems)} regression(s) against {args.gate}", file=sys.stderr)
+    return EXIT_FAIL if problems else EXIT_OK
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     record = api.show(args.root, args.id)
     if args.json:
@@ -150,13 +207,56 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_show)
 
-    for register in EXTRA_COMMANDS:
-        register(sub)
+    p = sub.add_parser("search", help="find the skills that answer a query (English, Chinese, error strings)")
+    p.add_argument("query", help="what you are looking for, e.g. an error message")
+    p.add_argument("--k", type=int, default=5, help="number of results (default 5)")
+    p.add_argument(
+        "--retriever",
+        choices=RETRIEVER_CHOICES,
+        default=None,
+        help=f"ranking method (default {DEFAULT_RETRIEVER}, the best in the committed eval)",
+    )
+    p.add_argument("--tier", type=int, choices=[1, 2, 3], default=None, help="only entries of this tier")
+    p.add_argument("--json", action="store_true", help="print the machine-readable result")
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("eval", help="evaluate retrieval on labelled cases; --gate fails on regressions")
+    p.add_argument("--cases", type=Path, default=Path("evals/retrieval/cases.jsonl"))
+    p.add_argument("--retriever", choices=RETRIEVER_CHOICES, default=None)
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--split", choices=["dev", "test", "all"], default="all")
+    p.add_argument("--json", action="store_true", help="print the full report as JSON")
+    p.add_argument("--out", type=Path, default=None, help="write report, TREC run, qrels and a BEIR folder here")
+    p.add_argument("--gate", type=Path, default=None, metavar="BASELINE", help="fail on regressions vs BASELINE")
+    p.add_argument("--write-baseline", type=Path, default=None, metavar="FILE", help="record this run as baseline")
+    p.add_argument("--calibrate", action="store_true", help="choose abstention thresholds on the dev split")
+    p.add_argument(
+        "--compare",
+        choices=RETRIEVER_CHOICES,
+        default=None,
+        help="also run this retriever and report a paired randomisation test",
+    )
+    p.set_defaults(func=cmd_eval)
+
+    for name in COMMAND_MODULES:
+        module = _command_module(name)
+        if module is not None:
+            module.register_cli(sub)
     return parser
 
 
-# Later modules (search, eval, coverage, site, mcp, export) add their subcommands here.
-EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
+# Modules that add their own subcommands with ``register_cli(subparsers)``; each keeps heavy imports
+# (mkdocs, mcp, matplotlib) inside its command functions so the CLI starts fast.
+COMMAND_MODULES = ("coverage", "site", "mcp_server", "export")
+
+
+def _command_module(name: str):
+    try:
+        return importlib.import_module(f"skillkb.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name == f"skillkb.{name}":
+            return None
+        raise
 
 
 def main(argv: list[str] | None = None) -> int:

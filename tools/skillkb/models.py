@@ -30,7 +30,6 @@ LINE_RANGES = r"^[1-9][0-9]*-[1-9][0-9]*(, *[1-9][0-9]*-[1-9][0-9]*)*$"
 BRANCH_NAMES = re.compile(r"^(main|master|develop|dev|trunk|head|releases?/.*|release-.*|branch-.*)$", re.I)
 
 
-
 def check_sha(value: str) -> str:
     """A pinned commit or blob is exactly 40 lower-case hex digits."""
     if re.fullmatch(SHA40, value):

@@ -1,0 +1,134 @@
+"""The retrieval corpus: every entry as an entry card plus its sections (SKILL.md and references).
+
+A *card* carries the entry-level fields (title, title_zh, description, keywords en/zh); a *section* is
+the text under one heading with its heading path. Field weighting is done by repeating fields (a cheap,
+measurable stand-in for BM25F): see ``FieldWeights``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .citations import CITATION
+from .loader import Entry, Library
+
+
+@dataclass(frozen=True)
+class FieldWeights:
+    """How many times each field is repeated in the indexed text (0 drops it)."""
+
+    title: int = 2
+    description: int = 1
+    keywords: int = 2
+    heading: int = 2
+    body: int = 1
+    card_in_sections: int = 0  # copies of the title inside every section document
+
+    def key(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in sorted(asdict(self).items()))
+
+
+DEFAULT_WEIGHTS = FieldWeights()
+BODY_OFF = FieldWeights(body=0, heading=0)  # cards only: what a catalogue-only retriever would see
+CARD_OFF = FieldWeights(title=0, description=0, keywords=0)  # sections only
+
+
+@dataclass(frozen=True)
+class Doc:
+    """One retrievable unit."""
+
+    entry_id: str
+    kind: str  # "card" or "section"
+    section: str  # anchor of the section ("card" for cards)
+    heading: str
+    path: str  # file the text lives in
+    title: str
+    text: str  # text shown as a snippet
+    index_text: str  # text the retriever indexes (fields repeated per weights)
+    tier: int
+
+
+def _strip_citations(text: str) -> str:
+    """Citations name files and lines; keep their file names (useful words), drop the SHA noise."""
+    return CITATION.sub(lambda m: f" {m['path'].replace('/', ' ')} ", text)
+
+
+def _repeat(text: str, times: int) -> str:
+    return "\n".join([text] * times)
+
+
+def entry_docs(entry: Entry, weights: FieldWeights = DEFAULT_WEIGHTS) -> list[Doc]:
+    meta = entry.meta
+    assert meta is not None
+    titles = f"{meta.title}\n{meta.title_zh}"
+    keywords = " ".join(meta.keywords.en + meta.keywords.zh)
+    card_text = "\n".join(
+        part
+        for part in (
+            _repeat(titles, weights.title),
+            _repeat(entry.description, weights.description),
+            _repeat(keywords, weights.keywords),
+        )
+        if part
+    )
+    docs = []
+    if card_text.strip():
+        docs.append(
+            Doc(
+                entry.id,
+                "card",
+                "card",
+                meta.title,
+                entry.skill_path,
+                meta.title,
+                entry.description,
+                card_text,
+                meta.tier,
+            )
+        )
+    for section in entry.sections():
+        if section.level == 1 and not section.text.strip():
+            continue
+        body = _strip_citations(section.text)
+        index_text = "\n".join(
+            part
+            for part in (
+                _repeat(" ".join(section.heading_path), weights.heading),
+                _repeat(body, weights.body),
+                _repeat(meta.title, weights.card_in_sections),
+            )
+            if part
+        )
+        if index_text.strip():
+            docs.append(
+                Doc(
+                    entry.id,
+                    "section",
+                    section.anchor,
+                    section.heading,
+                    section.file,
+                    meta.title,
+                    section.text,
+                    index_text,
+                    meta.tier,
+                )
+            )
+    return docs
+
+
+def build_corpus(library: Library, weights: FieldWeights = DEFAULT_WEIGHTS) -> list[Doc]:
+    return [doc for entry in library.sorted_entries() if entry.meta is not None for doc in entry_docs(entry, weights)]
+
+
+def corpus_fingerprint(root: Path, extra: str = "") -> str:
+    """A cheap fingerprint of the library: the digests in skill-index.json (drift-checked in CI)."""
+    index = root / "skill-index.json"
+    digest = hashlib.sha256(extra.encode())
+    if index.exists():
+        data = json.loads(index.read_text(encoding="utf-8"))
+        for entry in data.get("entries", []):
+            digest.update(f"{entry['id']}={entry['digest']};".encode())
+    return digest.hexdigest()[:16]

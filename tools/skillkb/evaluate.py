@@ -1,0 +1,333 @@
+"""Retrieval evaluation: metrics per retriever and language, exports (TREC, BEIR), paired significance,
+abstention calibration and the CI regression gate."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .abstain import AbstentionModel, fit
+from .fsutil import atomic_write
+from .models import EvalCase
+from .retrieval import CALIBRATION_FILE, SearchEngine
+
+METRIC_K = 10
+BASELINE_FILE = Path("evals/retrieval/baseline.json")
+# A metric may drop this much before the gate fails (absolute); per-case regressions always fail.
+GATE_TOLERANCE = 0.02
+# The false-abstention budget the threshold is chosen for, on the dev split.
+DEV_FALSE_ABSTENTION = 0.05
+GATED_METRICS = ("hit@1", "hit@3", "mrr@10", "ndcg@10", "recall@5", "oos_abstention", "no_false_abstention")
+
+
+@dataclass
+class CaseOutcome:
+    id: str
+    query: str
+    lang: str
+    split: str
+    expected: list[str]
+    acceptable: list[str]
+    negatives: list[str]
+    ranked: list[str]
+    scores: list[float]
+    abstained: bool
+    hit_rank: int | None
+    latency_ms: float
+
+    @property
+    def in_scope(self) -> bool:
+        return bool(self.expected)
+
+    @property
+    def passed(self) -> bool:
+        """The case's own verdict: the right entry first, or a correct abstention."""
+        if not self.in_scope:
+            return self.abstained
+        return self.hit_rank == 1
+
+    def public(self) -> dict:
+        return {
+            "id": self.id,
+            "query": self.query,
+            "lang": self.lang,
+            "split": self.split,
+            "expected": self.expected,
+            "ranked": self.ranked,
+            "abstained": self.abstained,
+            "hit_rank": self.hit_rank,
+            "latency_ms": round(self.latency_ms, 3),
+            "passed": self.passed,
+        }
+
+
+# ------------------------------------------------------------------------------------------- metrics
+
+
+def relevance(case: CaseOutcome) -> dict[str, int]:
+    """Graded relevance: expected ids 2, acceptable ids 1."""
+    grades = {doc: 1 for doc in case.acceptable}
+    grades.update({doc: 2 for doc in case.expected})
+    return grades
+
+
+def dcg(gains: list[float]) -> float:
+    return sum(g / math.log2(i + 2) for i, g in enumerate(gains))
+
+
+def case_metrics(case: CaseOutcome, k: int = METRIC_K) -> dict[str, float]:
+    """Per-case ranking metrics for an in-scope case (abstention counts as an empty ranking)."""
+    ranked = [] if case.abstained else case.ranked
+    rel = relevance(case)
+    expected = set(case.expected)
+    first = next((i + 1 for i, doc in enumerate(ranked[:k]) if doc in expected), None)
+    ideal = sorted(rel.values(), reverse=True)[:k]
+    ndcg = dcg([rel.get(doc, 0) for doc in ranked[:k]]) / dcg(ideal) if ideal else 0.0
+    neg_positions = [i for i, doc in enumerate(ranked) if doc in set(case.negatives)]
+    intrusion = bool(neg_positions) and (first is None or min(neg_positions) + 1 < first)
+    return {
+        "hit@1": float(first == 1),
+        "hit@3": float(first is not None and first <= 3),
+        "mrr@10": 1.0 / first if first else 0.0,
+        "ndcg@10": ndcg,
+        "recall@5": len(expected & set(ranked[:5])) / len(expected),
+        "negative_intrusion": float(intrusion),
+    }
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q
+    low, high = math.floor(pos), math.ceil(pos)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def aggregate_metrics(outcomes: list[CaseOutcome]) -> dict[str, float]:
+    in_scope = [o for o in outcomes if o.in_scope]
+    oos = [o for o in outcomes if not o.in_scope]
+    per_case = [case_metrics(o) for o in in_scope]
+    metrics: dict[str, float] = {}
+    for name in ("hit@1", "hit@3", "mrr@10", "ndcg@10", "recall@5", "negative_intrusion"):
+        metrics[name] = sum(m[name] for m in per_case) / len(per_case) if per_case else 0.0
+    with_negatives = [case_metrics(o)["negative_intrusion"] for o in in_scope if o.negatives]
+    metrics["negative_intrusion"] = sum(with_negatives) / len(with_negatives) if with_negatives else 0.0
+    metrics["oos_abstention"] = sum(o.abstained for o in oos) / len(oos) if oos else 0.0
+    metrics["false_abstention"] = sum(o.abstained for o in in_scope) / len(in_scope) if in_scope else 0.0
+    metrics["no_false_abstention"] = 1.0 - metrics["false_abstention"]
+    latencies = [o.latency_ms for o in outcomes]
+    metrics["latency_p50_ms"] = percentile(latencies, 0.5)
+    metrics["latency_p95_ms"] = percentile(latencies, 0.95)
+    metrics["cases"] = float(len(outcomes))
+    metrics["in_scope"] = float(len(in_scope))
+    metrics["out_of_scope"] = float(len(oos))
+    return {k: round(v, 6) for k, v in metrics.items()}
+
+
+# ---------------------------------------------------------------------------------------------- runs
+
+
+@dataclass
+class EvalRun:
+    retriever: str
+    k: int
+    outcomes: list[CaseOutcome]
+
+    def metrics(self) -> dict[str, float]:
+        return aggregate_metrics(self.outcomes)
+
+    def by(self, attribute: str) -> dict[str, dict[str, float]]:
+        groups: dict[str, list[CaseOutcome]] = {}
+        for outcome in self.outcomes:
+            groups.setdefault(getattr(outcome, attribute), []).append(outcome)
+        return {key: aggregate_metrics(group) for key, group in sorted(groups.items())}
+
+    def report(self) -> dict:
+        return {
+            "retriever": self.retriever,
+            "k": self.k,
+            "metrics": self.metrics(),
+            "by_lang": self.by("lang"),
+            "by_split": self.by("split"),
+            "cases": [o.public() for o in self.outcomes],
+        }
+
+
+def run_eval(
+    engine: SearchEngine, cases: list[EvalCase], retriever: str, k: int = METRIC_K, threshold: float | None = None
+) -> EvalRun:
+    engine.ranker(retriever)  # build (and embed) before timing queries
+    outcomes = []
+    for case in cases:
+        start = time.perf_counter()
+        result = engine.search(case.query, k=max(k, 10), retriever=retriever)
+        latency = (time.perf_counter() - start) * 1000
+        outcomes.append(outcome_for(case, result.results, result.abstained, latency, result.confidence))
+    return EvalRun(retriever, k, outcomes)
+
+
+def outcome_for(case: EvalCase, hits, abstained: bool, latency_ms: float, confidence: float = 0.0) -> CaseOutcome:
+    ranked = [h.id for h in hits]
+    first = next((i + 1 for i, doc in enumerate(ranked) if doc in set(case.expected)), None)
+    return CaseOutcome(
+        case.id,
+        case.query,
+        case.lang,
+        case.split,
+        list(case.expected),
+        list(case.acceptable),
+        list(case.negatives),
+        ranked,
+        [h.score for h in hits],
+        abstained,
+        None if abstained else first,
+        latency_ms,
+    )
+
+
+# ------------------------------------------------------------------------------------- calibration
+
+
+def calibrate(
+    engine: SearchEngine, cases: list[EvalCase], retriever: str, max_false_abstention: float = DEV_FALSE_ABSTENTION
+) -> tuple[AbstentionModel, dict[str, float]]:
+    """Fit the abstention model on dev cases only; report how it does on dev."""
+    dev = [c for c in cases if c.split == "dev"]
+    samples = []
+    for case in dev:
+        result = engine.search(case.query, k=10, retriever=retriever, abstain=False)
+        samples.append((result.features, bool(case.expected)))
+    model = fit(samples, max_false_abstention)
+    in_scope = [x for x, y in samples if y]
+    oos = [x for x, y in samples if not y]
+    stats = {
+        "dev_in_scope": len(in_scope),
+        "dev_out_of_scope": len(oos),
+        "dev_oos_abstention": round(sum(model.abstains(x) for x in oos) / len(oos), 4) if oos else 0.0,
+        "dev_false_abstention": round(sum(model.abstains(x) for x in in_scope) / len(in_scope), 4) if in_scope else 0.0,
+    }
+    return model, stats
+
+
+def write_calibration(root: Path, models: dict[str, AbstentionModel], stats: dict[str, dict]) -> None:
+    payload = {
+        "note": "Abstention models fitted on the dev split by `skillkb eval --calibrate`.",
+        "models": {k: m.to_json() for k, m in sorted(models.items())},
+        "dev": dict(sorted(stats.items())),
+    }
+    atomic_write(root / CALIBRATION_FILE, (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode())
+
+
+# ---------------------------------------------------------------------------------------------- gate
+
+
+def baseline_payload(run: EvalRun) -> dict:
+    return {
+        "retriever": run.retriever,
+        "tolerance": GATE_TOLERANCE,
+        "metrics": run.metrics(),
+        "by_lang": run.by("lang"),
+        "cases": {o.id: o.passed for o in sorted(run.outcomes, key=lambda o: o.id)},
+    }
+
+
+def gate(run: EvalRun, baseline: dict) -> list[str]:
+    """Regressions against a committed baseline: metrics beyond tolerance, and cases that used to pass."""
+    problems = []
+    tolerance = float(baseline.get("tolerance", GATE_TOLERANCE))
+    now = run.metrics()
+    for name in GATED_METRICS:
+        before = baseline["metrics"].get(name)
+        if before is not None and now[name] < before - tolerance:
+            problems.append(f"metric {name} fell from {before:.4f} to {now[name]:.4f} (tolerance {tolerance})")
+    outcomes = {o.id: o for o in run.outcomes}
+    for case_id, passed_before in sorted(baseline["cases"].items()):
+        outcome = outcomes.get(case_id)
+        if passed_before and outcome is not None and not outcome.passed:
+            got = "abstained" if outcome.abstained else (outcome.ranked[:3] or ["nothing"])
+            problems.append(f"case {case_id} passed before and now fails: {outcome.query!r} -> {got}")
+    return problems
+
+
+# --------------------------------------------------------------------------------------- significance
+
+
+def paired_randomization(a: list[float], b: list[float], trials: int = 10000, seed: int = 13) -> float:
+    """Two-sided p-value of the mean difference of paired per-case scores (sign-flip randomisation)."""
+    if len(a) != len(b) or not a:
+        raise ValueError("paired test needs two equally long, non-empty score lists")
+    diffs = [x - y for x, y in zip(a, b, strict=True)]
+    observed = abs(sum(diffs))
+    if observed == 0:
+        return 1.0
+    rng = random.Random(seed)
+    extreme = sum(abs(sum(d if rng.random() < 0.5 else -d for d in diffs)) >= observed - 1e-12 for _ in range(trials))
+    return (extreme + 1) / (trials + 1)
+
+
+def compare_runs(a: EvalRun, b: EvalRun, metric: str = "mrr@10") -> dict:
+    ids = sorted({o.id for o in a.outcomes if o.in_scope} & {o.id for o in b.outcomes if o.in_scope})
+    by_a = {o.id: case_metrics(o)[metric] for o in a.outcomes if o.id in ids}
+    by_b = {o.id: case_metrics(o)[metric] for o in b.outcomes if o.id in ids}
+    sa, sb = [by_a[i] for i in ids], [by_b[i] for i in ids]
+    return {
+        "a": a.retriever,
+        "b": b.retriever,
+        "metric": metric,
+        "cases": len(ids),
+        "mean_a": round(sum(sa) / len(sa), 4),
+        "mean_b": round(sum(sb) / len(sb), 4),
+        "p_value": round(paired_randomization(sa, sb), 4),
+    }
+
+
+# -------------------------------------------------------------------------------------------- exports
+
+
+def export_trec(run: EvalRun, path: Path) -> None:
+    lines = []
+    for outcome in run.outcomes:
+        for rank, (doc, score) in enumerate(zip(outcome.ranked, outcome.scores, strict=True), start=1):
+            lines.append(f"{outcome.id} Q0 {doc} {rank} {score:.6f} skillkb-{run.retriever}")
+    atomic_write(path, ("\n".join(lines) + "\n").encode())
+
+
+def export_qrels_trec(run: EvalRun, path: Path) -> None:
+    lines = [f"{o.id} 0 {doc} {grade}" for o in run.outcomes for doc, grade in sorted(relevance(o).items())]
+    atomic_write(path, ("\n".join(lines) + "\n").encode())
+
+
+def export_beir(engine: SearchEngine, cases: list[EvalCase], folder: Path) -> None:
+    """BEIR layout: corpus.jsonl (one document per entry), queries.jsonl, qrels/test.tsv with a header."""
+    entries: dict[str, list[str]] = {}
+    titles: dict[str, str] = {}
+    for doc in engine.docs:
+        entries.setdefault(doc.entry_id, []).append(doc.text)
+        titles[doc.entry_id] = doc.title
+    corpus = [
+        json.dumps({"_id": e, "title": titles[e], "text": "\n\n".join(t)}, ensure_ascii=False)
+        for e, t in sorted(entries.items())
+    ]
+    queries = [json.dumps({"_id": c.id, "text": c.query}, ensure_ascii=False) for c in cases]
+    qrels = (
+        ["query-id\tcorpus-id\tscore"]
+        + [f"{c.id}\t{e}\t2" for c in cases for e in c.expected]
+        + [f"{c.id}\t{e}\t1" for c in cases for e in c.acceptable]
+    )
+    atomic_write(folder / "corpus.jsonl", ("\n".join(corpus) + "\n").encode())
+    atomic_write(folder / "queries.jsonl", ("\n".join(queries) + "\n").encode())
+    atomic_write(folder / "qrels" / "test.tsv", ("\n".join(qrels) + "\n").encode())
+
+
+def write_report(run: EvalRun, folder: Path) -> None:
+    atomic_write(
+        folder / f"report-{run.retriever}.json",
+        (json.dumps(run.report(), indent=2, ensure_ascii=False) + "\n").encode(),
+    )
+    export_trec(run, folder / f"run-{run.retriever}.trec")
+    export_qrels_trec(run, folder / "qrels.trec")

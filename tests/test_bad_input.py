@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import DEMO_COMMIT, entry_yaml, skill_md
 
-from skillkb import validate
+from skillkb.api import validate
 from skillkb.cli import main
 
 FEATURE = "hardware/ascend/demo-feature"

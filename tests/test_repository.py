@@ -8,7 +8,7 @@ import pytest
 from conftest import REPO_ROOT
 from skills_ref.validator import validate as skills_ref_validate
 
-from skillkb import validate
+from skillkb.api import validate
 from skillkb.cli import main
 
 SKILL_DIRS = sorted(p.parent for top in ("hardware", "repositories") for p in (REPO_ROOT / top).rglob("SKILL.md"))

@@ -15,10 +15,17 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
-
 SCOPE_FILE = Path("schemas/retrieval-scope.yaml")
-FEATURES = ("lexical", "dense", "matched_share", "unknown_share", "foreign_only", "domain_term", "bias")
+FEATURES = (
+    "lexical",
+    "dense",
+    "matched_share",
+    "unknown_share",
+    "unknown_latin_share",
+    "foreign_only",
+    "domain_term",
+    "bias",
+)
 
 
 @lru_cache(maxsize=4)
@@ -26,6 +33,8 @@ def scope_terms(root: Path) -> tuple[frozenset[str], frozenset[str]]:
     path = root / SCOPE_FILE
     if not path.exists():
         return frozenset(), frozenset()
+    import yaml
+
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     return frozenset(map(str.lower, raw["domain_terms"])), frozenset(map(str.lower, raw["foreign_terms"]))
 
@@ -36,9 +45,21 @@ def features(
     unique = set(tokens)
     domain, foreign = scope_terms(root)
     unknown = sum(t not in vocab for t in unique) / len(unique) if unique else 1.0
+    # Chinese bigrams are almost always known; unknown Latin words (product names) say more about scope.
+    latin = [t for t in unique if t.isascii()]
+    unknown_latin = sum(t not in vocab for t in latin) / len(latin) if latin else 0.0
     foreign_only = float(bool(unique & foreign) and not (unique & domain))
     # Confidences live around 0.0-0.3; scale them so one regularisation strength suits every feature.
-    return [10.0 * lexical, 2.0 * dense, matched, unknown, foreign_only, float(bool(unique & domain)), 1.0]
+    return [
+        10.0 * lexical,
+        2.0 * dense,
+        matched,
+        unknown,
+        unknown_latin,
+        foreign_only,
+        float(bool(unique & domain)),
+        1.0,
+    ]
 
 
 @dataclass

@@ -5,20 +5,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .diagnostics import Diagnostic, SkillkbError, errors_only, sort_key
+from .diagnostics import Diagnostic, GitError, SkillkbError, UsageError, errors_only, sort_key
 from .fsutil import atomic_write
 from .index import build_index, index_drift, write_index
 from .loader import Library, load_cases, load_library
-from .manifests import MANIFEST_DIR, GitError
+from .manifests import MANIFEST_DIR
 from .models import EvalCase
 from .readsets import snapshot, verify_against_clone, verify_against_manifests
-from .retrieval import DEFAULT_RETRIEVER, SearchEngine, SearchResult
+from .retrieval import DEFAULT_RETRIEVER, RETRIEVERS, engine_for, search
 from .schemas import stale_schemas, write_schemas
 from .validate import missing_gates, validate
-
-
-class UsageError(Exception):
-    """A command was called with arguments that cannot work."""
 
 
 def load_or_fail(root: Path) -> Library:
@@ -38,23 +34,8 @@ def verify_readsets(root: Path, clones: dict[str, Path]) -> list[Diagnostic]:
     return sorted(out, key=sort_key)
 
 
-def search(
-    root: Path, query: str, k: int = 5, retriever: str = DEFAULT_RETRIEVER, tier: int | None = None
-) -> SearchResult:
-    if k < 1 or k > 100:
-        raise UsageError("--k must be between 1 and 100")
-    return _engine(root).search(query, k=k, retriever=retriever, tier=tier)
-
-
-_ENGINES: dict[Path, SearchEngine] = {}
-
-
-def _engine(root: Path) -> SearchEngine:
-    """One engine per library per process (the MCP server and the CLI share it)."""
-    root = root.resolve()
-    if root not in _ENGINES:
-        _ENGINES[root] = SearchEngine.open(root)
-    return _ENGINES[root]
+# The retrieval engine is cached per process in skillkb.retrieval; ``_engine`` is kept for callers.
+_engine = engine_for
 
 
 def load_cases_or_fail(root: Path, cases_file: Path) -> list[EvalCase]:
@@ -82,15 +63,15 @@ def evaluate(
     compare: str | None = None,
 ) -> dict:
     """Run the retrieval eval; optionally calibrate, export, compare, gate and record a baseline."""
-    from . import evaluate as ev
+    from . import evaluation as ev
 
     all_cases = load_cases_or_fail(root, cases)
-    engine = _engine(root)
+    engine = engine_for(root)
     notes: list[str] = []
     if calibrate:
         models = dict(engine.calibration.models)
         stats = {}
-        for name in sorted({retriever, "bm25", "hybrid", "dense", "rank-bm25"}):
+        for name in sorted({retriever, *RETRIEVERS}):
             models[name], stats[name] = ev.calibrate(engine, all_cases, name)
             notes.append(f"calibrated {name}: {models[name].to_json()} {stats[name]}")
         ev.write_calibration(root, models, stats)
@@ -131,14 +112,17 @@ def show(root: Path, entry_id: str) -> dict:
 
 
 __all__ = [
+    "DEFAULT_RETRIEVER",
     "MANIFEST_DIR",
     "GitError",
     "SkillkbError",
     "UsageError",
     "build_index",
+    "evaluate",
     "index_drift",
     "load_library",
     "load_or_fail",
+    "search",
     "show",
     "snapshot",
     "stale_schemas",

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from .models import Readset, ReadsetFile
+if TYPE_CHECKING:
+    from .models import Readset, ReadsetFile
 
 CITATION = re.compile(
     r"\[(?P<repo>[A-Za-z0-9_.-]+)@(?P<sha>[0-9a-fA-F]{4,40}):(?P<path>[^\]\s#]+)#L(?P<start>\d+)(?:-L(?P<end>\d+))?\]"

@@ -9,9 +9,8 @@ import os
 import sys
 from pathlib import Path
 
-from . import api
-from .diagnostics import Diagnostic, errors_only, to_json
-from .retrieval import DEFAULT_RETRIEVER, RETRIEVERS
+from .diagnostics import Diagnostic, GitError, SkillkbError, UsageError, errors_only, to_json
+from .retrieval import DEFAULT_RETRIEVER, RETRIEVERS, search
 
 RETRIEVER_CHOICES = list(RETRIEVERS)
 
@@ -44,10 +43,14 @@ def print_diagnostics(diagnostics: list[Diagnostic], fmt: str) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from . import api
+
     return print_diagnostics(api.validate(args.root, args.cases), args.format)
 
 
 def cmd_index(args: argparse.Namespace) -> int:
+    from . import api
+
     library = api.load_or_fail(args.root)
     if args.check:
         drift = api.index_drift(library)
@@ -64,6 +67,8 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def cmd_schemas(args: argparse.Namespace) -> int:
+    from . import api
+
     if args.check:
         stale = api.stale_schemas(args.root)
         for name in stale:
@@ -75,6 +80,8 @@ def cmd_schemas(args: argparse.Namespace) -> int:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
+    from . import api
+
     out_dir = args.out or args.root / api.MANIFEST_DIR
     path = api.snapshot(Path(args.clone), args.repo, args.commit, out_dir)
     print(path)
@@ -82,18 +89,20 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from . import api
+
     clones: dict[str, Path] = {}
     for spec in args.clone or []:
         repo, sep, path = spec.partition("=")
         if not sep or "/" not in repo:
-            raise api.UsageError(f"--clone takes OWNER/NAME=PATH, got '{spec}'")
+            raise UsageError(f"--clone takes OWNER/NAME=PATH, got '{spec}'")
         clones[repo] = Path(path)
     return print_diagnostics(api.verify_readsets(args.root, clones), args.format)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
     retriever = args.retriever or DEFAULT_RETRIEVER
-    result = api.search(args.root, args.query, k=args.k, retriever=retriever, tier=args.tier)
+    result = search(args.root, args.query, k=args.k, retriever=retriever, tier=args.tier)
     if args.json:
         print(json.dumps(result.public(), ensure_ascii=False))
         return EXIT_OK
@@ -107,6 +116,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from . import api
+
     outcome = api.evaluate(
         args.root,
         cases=args.cases,
@@ -146,6 +157,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from . import api
+
     record = api.show(args.root, args.id)
     if args.json:
         print(json.dumps(record, indent=2, ensure_ascii=False))
@@ -169,7 +182,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------ parser
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The full parser; with ``command``, only the module that owns it is imported (fast start-up)."""
     parser = argparse.ArgumentParser(
         prog="skillkb", description="Validate, index, search and evaluate the skill library."
     )
@@ -238,10 +252,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_eval)
 
+    core = set(sub.choices)
     for name in COMMAND_MODULES:
-        module = _command_module(name)
-        if module is not None:
-            module.register_cli(sub)
+        if command is None or command not in core:
+            module = _command_module(name)
+            if module is not None:
+                module.register_cli(sub)
     return parser
 
 
@@ -259,19 +275,33 @@ def _command_module(name: str):
         raise
 
 
+def _first_command(argv: list[str]) -> str | None:
+    """The subcommand word in ``argv`` (skipping ``--root PATH``), or None."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word == "--root":
+            skip = True
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args_list = sys.argv[1:] if argv is None else argv
+    parser = build_parser(_first_command(args_list))
+    args = parser.parse_args(args_list)
     args.root = (args.root or find_root(Path.cwd())).resolve()
     try:
         return args.func(args)
-    except api.UsageError as exc:
+    except UsageError as exc:
         print(f"skillkb: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except api.SkillkbError as exc:
+    except SkillkbError as exc:
         return print_diagnostics(exc.diagnostics, getattr(args, "format", "text"))
-    except api.GitError as exc:
+    except GitError as exc:
         print(f"skillkb: git: {exc}", file=sys.stderr)
         return EXIT_FAIL
 

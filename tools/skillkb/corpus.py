@@ -8,12 +8,14 @@ measurable stand-in for BM25F): see ``FieldWeights``.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .citations import CITATION
-from .loader import Entry, Library
+
+if TYPE_CHECKING:
+    from .loader import Entry, Library
 
 
 @dataclass(frozen=True)
@@ -124,11 +126,14 @@ def build_corpus(library: Library, weights: FieldWeights = DEFAULT_WEIGHTS) -> l
 
 
 def corpus_fingerprint(root: Path, extra: str = "") -> str:
-    """A cheap fingerprint of the library: the digests in skill-index.json (drift-checked in CI)."""
-    index = root / "skill-index.json"
+    """A cheap fingerprint of the library's text: path, size and mtime of every entry file.
+
+    Cheap enough to run on every search (no parsing), and it changes as soon as an entry is edited.
+    """
     digest = hashlib.sha256(extra.encode())
-    if index.exists():
-        data = json.loads(index.read_text(encoding="utf-8"))
-        for entry in data.get("entries", []):
-            digest.update(f"{entry['id']}={entry['digest']};".encode())
+    for top in ("hardware", "repositories"):
+        for path in sorted((root / top).rglob("*")) if (root / top).is_dir() else []:
+            if path.suffix in (".md", ".yaml") and path.is_file():
+                stat = path.stat()
+                digest.update(f"{path.relative_to(root).as_posix()}|{stat.st_size}|{stat.st_mtime_ns};".encode())
     return digest.hexdigest()[:16]

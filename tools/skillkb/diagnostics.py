@@ -37,6 +37,14 @@ class SkillkbError(Exception):
         super().__init__("\n".join(d.render() for d in diagnostics))
 
 
+class UsageError(Exception):
+    """A command was called with arguments that cannot work."""
+
+
+class GitError(RuntimeError):
+    """git failed (missing commit, not a repository, git not installed)."""
+
+
 def sort_key(d: Diagnostic) -> tuple:
     return (d.file, d.line or 0, d.code, d.field, d.message)
 

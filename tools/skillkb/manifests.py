@@ -11,7 +11,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .diagnostics import Diagnostic
+from .diagnostics import Diagnostic, GitError
 from .models import ManifestRow
 
 MANIFEST_DIR = Path("sources/manifests")
@@ -32,10 +32,6 @@ def count_lines(data: bytes) -> int:
 
 
 # ------------------------------------------------------------------------------------------ snapshot
-
-
-class GitError(RuntimeError):
-    pass
 
 
 def _git(clone: Path, *args: str, data: bytes | None = None) -> bytes:

@@ -29,12 +29,29 @@ if TYPE_CHECKING:
     from .loader import Library
 
 RETRIEVERS = ("bm25", "dense", "hybrid", "rank-bm25", "dense-minilm")
-DEFAULT_RETRIEVER = "hybrid"
+# BM25 ranks best on the eval and, with the calibrated abstention model, meets the out-of-scope target;
+# hybrid abstains as well but ranks worse (bench/RESULTS.md). It also starts in 0.15 s with no model to load.
+DEFAULT_RETRIEVER = "bm25"
 RRF_K = 60
 BM25_K1, BM25_B = 1.2, 0.75
 MAX_QUERY_CHARS = 2000  # longer queries are truncated: no one types more, and it bounds latency
 CACHE_DIR = Path(".cache/skillkb")
 CALIBRATION_FILE = Path("evals/retrieval/calibration.json")
+
+
+RANK_DEPTH = 1000  # documents kept per ranking: far more than k, bounded for large corpora
+
+
+def top_k(scores: np.ndarray, depth: int) -> list[tuple[int, float]]:
+    """Indices and scores of the best ``depth`` positive scores, best first (ties by index)."""
+    import numpy as np
+
+    positive = np.flatnonzero(scores > 0)
+    if len(positive) > depth:
+        part = np.argpartition(-scores[positive], depth - 1)[:depth]
+        positive = positive[part]
+    order = positive[np.lexsort((positive, -scores[positive]))]
+    return [(int(i), float(scores[i])) for i in order]
 
 
 class QueryError(ValueError):
@@ -169,9 +186,8 @@ class BM25Index:
                 matched += weight
         return matched / total if total else 0.0
 
-    def rank(self, query: str) -> Ranking:
-        scores = self.scores(tokenize(query))
-        return Ranking([(int(i), float(scores[i])) for i in scores.argsort()[::-1] if scores[i] > 0])
+    def rank(self, query: str, depth: int = RANK_DEPTH) -> Ranking:
+        return Ranking(top_k(self.scores(tokenize(query)), depth))
 
     def save(self, path: Path) -> None:
         import io
@@ -432,6 +448,8 @@ class SearchEngine:
         docs = build_corpus(library, weights)
         bm25 = BM25Index.build([tokenize(d.index_text) for d in docs])
         if use_cache:
+            for stale in [*folder.glob("docs-*.json"), *folder.glob("bm25-*.npz")]:
+                stale.unlink(missing_ok=True)  # one library state is cached at a time
             atomic_write(docs_path, json.dumps([asdict(d) for d in docs], ensure_ascii=False).encode())
             bm25.save(index_path)
         return cls(root, docs, bm25, Calibration.load(root), weights)
@@ -505,3 +523,27 @@ def estimate_tokens(text: str) -> int:
     """Rough LLM token count: ~4 chars per token for ASCII, ~1 per CJK character."""
     cjk = sum(1 for ch in text if ord(ch) > 0x2E80)
     return math.ceil((len(text) - cjk) / 4 + cjk)
+
+
+_ENGINES: dict[Path, SearchEngine] = {}
+
+
+def engine_for(root: Path) -> SearchEngine:
+    """One engine per library per process: the CLI, the eval and the MCP server share it."""
+    root = root.resolve()
+    if root not in _ENGINES:
+        _ENGINES[root] = SearchEngine.open(root)
+    return _ENGINES[root]
+
+
+def search(
+    root: Path, query: str, k: int = 5, retriever: str = DEFAULT_RETRIEVER, tier: int | None = None
+) -> SearchResult:
+    """Search the library at ``root``: the entry point of the CLI and the MCP server."""
+    from .diagnostics import UsageError
+
+    if not 1 <= k <= 100:
+        raise UsageError("k must be between 1 and 100")
+    if retriever not in RETRIEVERS:
+        raise UsageError(f"unknown retriever '{retriever}'; choose one of {', '.join(RETRIEVERS)}")
+    return engine_for(root).search(query, k=k, retriever=retriever, tier=tier)

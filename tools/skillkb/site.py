@@ -1,0 +1,671 @@
+"""The documentation site: Markdown pages generated from the entries, and the ``skillkb docs`` commands.
+
+Nothing here writes into ``docs/``: ``site_hooks.py`` (the mkdocs hooks named in ``mkdocs.yml``) turns the
+pages built by :func:`generate` into virtual files at build time. Every generator is a pure function of
+the library (and the committed eval reports), so two builds give identical pages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import logging
+import posixpath
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .citations import CITATION, github_url, resolve
+from .loader import FENCE, Entry, Library
+from .models import IndexEntry, Readset
+
+ANCHOR_NAMES = ("vllm_ascend", "vllm", "cann", "torch", "torch_npu")
+RESULTS_DIR = Path("evals/retrieval/results")
+TIER_TITLES = {
+    1: "Tier 1 — generic vLLM mechanisms",
+    2: "Tier 2 — vLLM Ascend plugin features",
+    3: "Tier 3 — Ascend / CANN / torch_npu constraints",
+}
+# Pages another tool writes into docs/; the site links them and stands in for them until they exist.
+EXTERNAL_PAGES = {
+    "reference-matrix.md": ("Reference matrix", "skillkb coverage"),
+    "skill-coverage.md": ("Skill coverage", "skillkb coverage"),
+    "ownership.md": ("Ownership", "skillkb coverage"),
+    "upstream-drift.md": ("Upstream drift", "skillkb drift"),
+}
+TIER_TABLE_MARKER = "<!-- skillkb:tier-table -->"
+# Overview pages full of entry names and eval queries would outrank the entries themselves in search.
+NO_SEARCH = "---\nsearch:\n  exclude: true\n---\n\n"
+
+Warn = Callable[[str], None]
+
+
+@dataclass
+class SitePages:
+    """What one build adds to the docs: Markdown pages, binary assets and the navigation."""
+
+    pages: dict[str, str] = field(default_factory=dict)  # src_uri -> Markdown
+    assets: dict[str, bytes] = field(default_factory=dict)  # src_uri -> bytes (charts)
+    nav: list = field(default_factory=list)
+    tier_table: str = ""  # fills the marker in the hand-written docs/tiers.md
+
+
+# ------------------------------------------------------------------------------------------- paths
+
+
+def entry_page(entry_id: str) -> str:
+    return f"{entry_id}/index.md"
+
+
+def reference_page(entry_id: str, name: str) -> str:
+    return f"{entry_id}/references/{name}"
+
+
+def topic_page(topic: str) -> str:
+    return f"topics/{topic}.md"
+
+
+def rel(from_page: str, to_page: str) -> str:
+    """A Markdown link from one page's source to another's (mkdocs resolves and checks it)."""
+    return posixpath.relpath(to_page, posixpath.dirname(from_page) or ".")
+
+
+def cell(text: object) -> str:
+    """Text made safe for one Markdown table cell."""
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").strip()
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------- citations
+
+
+def link_citations(text: str, readsets: list[Readset], warn: Warn, where: str) -> str:
+    """Turn each ``[repo@sha:path#La-Lb]`` into a link to the file at the pinned full commit and lines.
+
+    Fenced code is left alone; a citation that does not resolve stays plain text and is reported
+    (``skillkb validate`` names the fix; ``--strict`` fails on it).
+    """
+    out, in_fence = [], False
+    for line in text.split("\n"):
+        if FENCE.match(line):
+            in_fence = not in_fence
+        out.append(line if in_fence else CITATION.sub(lambda m: _citation_link(m, readsets, warn, where), line))
+    return "\n".join(out)
+
+
+def _citation_link(match: re.Match[str], readsets: list[Readset], warn: Warn, where: str) -> str:
+    from .citations import Citation
+
+    start = int(match["start"])
+    citation = Citation(match["repo"], match["sha"], match["path"], start, int(match["end"] or start), 0, match[0])
+    found = resolve(citation, readsets)
+    if isinstance(found, str):
+        warn(f"{where}: citation {match[0]} does not resolve ({found}); run `skillkb validate`")
+        return match[0]
+    readset, rfile = found
+    url = github_url(readset.repo, readset.commit, rfile.path, citation.start, citation.end)
+    return f"[`{citation.label}`]({url})"
+
+
+# -------------------------------------------------------------------------------------- entry pages
+
+
+def entry_markdown(entry: Entry, library: Library, record: IndexEntry, warn: Warn) -> str:
+    """One entry's page: title, Chinese title, the record panel, the linked body, readsets, references."""
+    from .validate import missing_gates
+
+    meta = entry.meta
+    assert meta is not None and entry.body is not None
+    page = entry_page(entry.id)
+    body = link_citations(entry.body.text, meta.readsets, warn, entry.skill_path)
+    title, rest = _split_title(body, meta.title)
+    gates = missing_gates(entry, library)
+    parts = [
+        f"# {title}\n",
+        f"**{meta.title_zh}** · [中文摘要](#中文摘要) · `{entry.id}`\n",
+        _panel(entry, library, record, gates, page),
+        rest.strip() + "\n",
+        readsets_markdown(entry, library),
+    ]
+    if entry.references:
+        links = [f"- [{name}]({rel(page, reference_page(entry.id, name))})" for name in sorted(entry.references)]
+        parts.append("## Reference pages\n\n" + "\n".join(links) + "\n")
+    return "\n".join(parts)
+
+
+def _split_title(body: str, fallback: str) -> tuple[str, str]:
+    """The body's leading ``# Title`` (or the entry title) and the text after it."""
+    match = re.match(r"\s*#\s+(.+?)\s*\n", body)
+    if match:
+        return match[1], body[match.end() :]
+    return fallback, body
+
+
+def _panel(entry: Entry, library: Library, record: IndexEntry, gates: list[str], page: str) -> str:
+    meta = entry.meta
+    assert meta is not None
+    state = meta.status.state.value
+    status = f"`{state}`" + (f" — {cell(meta.status.reason)}" if meta.status.reason else "")
+    gate_text = "; ".join(cell(g) for g in gates) if gates else f"none — meets the `{state}` gates"
+    validation = meta.empirical_validation
+    evidence = cell(validation.evidence)
+    if validation.hardware:
+        evidence += f" (hardware: {cell(validation.hardware)}, {validation.date})"
+    rows = [
+        ["Tier", f"{meta.tier} — {TIER_TITLES[meta.tier].split(' — ', 1)[1]}"],
+        ["Canonical owner", f"`{meta.owner}`"],
+        ["Status", status],
+        ["Gates still missing", gate_text],
+        ["Empirical validation", f"`{validation.state.value}` — {evidence}"],
+        ["Version anchors", anchors_text(entry) or "none"],
+        ["Topics", ", ".join(f"[{t}]({rel(page, topic_page(t))})" for t in meta.topics) or "none"],
+        ["Cross-references", cross_refs_text(entry, library, page) or "none"],
+        ["Digest", f"`{record.digest}`"],
+        ["Source", f"`{entry.skill_path}`"],
+    ]
+    body = table(["", ""], [[f"**{k}**", v] for k, v in rows])
+    return '!!! info "Entry record"\n\n' + _indent(body) + "\n"
+
+
+def _indent(text: str) -> str:
+    return "\n".join(("    " + line) if line else "" for line in text.split("\n"))
+
+
+def anchors_text(entry: Entry) -> str:
+    assert entry.meta is not None
+    parts = []
+    for name, anchor in entry.meta.version_anchors:
+        if anchor is not None:
+            parts.append(f"{name} `{anchor.ref}`" + (f" (`{anchor.commit[:12]}`)" if anchor.commit else ""))
+    return ", ".join(parts)
+
+
+def cross_refs_text(entry: Entry, library: Library, page: str) -> str:
+    assert entry.meta is not None
+    parts = []
+    for ref in sorted(entry.meta.cross_refs, key=lambda r: (r.relation.value, r.id)):
+        target = library.entries.get(ref.id)
+        label = target.meta.title if target is not None and target.meta else ref.id
+        link = f"[{cell(label)}]({rel(page, entry_page(ref.id))})" if target is not None else f"`{ref.id}`"
+        note = f" ({cell(ref.note)})" if ref.note else ""
+        parts.append(f"*{ref.relation.value}* {link}{note}")
+    return "<br>".join(parts)
+
+
+def readsets_markdown(entry: Entry, library: Library) -> str:
+    """Every readset as a table: each file linked at the pinned commit, with the lines read and its evidence."""
+    from .validate import file_evidence, readset_evidence
+
+    assert entry.meta is not None
+    if not entry.meta.readsets:
+        return "## Readsets\n\nNo readset yet: this entry cites no pinned upstream file.\n"
+    parts = ["## Readsets\n"]
+    for readset in entry.meta.readsets:
+        tag = f" · tag `{readset.tag}`" if readset.tag else ""
+        tree = f"https://github.com/{readset.repo}/tree/{readset.commit}"
+        evidence = readset_evidence(library.manifests, readset)
+        parts.append(f"**{readset.repo}** at [`{readset.commit}`]({tree}){tag} · {evidence}\n")
+        rows = [
+            [
+                f"[`{cell(f.path)}`]({github_url(readset.repo, readset.commit, f.path)})",
+                f"`{f.blob[:12]}`",
+                cell(f.lines),
+                cell(f.scope),
+                file_evidence(library.manifests, readset, f.path, f.blob),
+            ]
+            for f in readset.files
+        ]
+        parts.append(table(["File", "Blob", "Lines read", "Scope", "Evidence"], rows))
+    return "\n".join(parts)
+
+
+def reference_markdown(entry: Entry, name: str, warn: Warn) -> str:
+    assert entry.meta is not None
+    doc = entry.references[name]
+    text = link_citations(doc.text, entry.meta.readsets, warn, doc.file)
+    page = reference_page(entry.id, name)
+    back = f"Reference of [{cell(entry.meta.title)}]({rel(page, entry_page(entry.id))}) · `{doc.file}`\n"
+    title, rest = _split_title(text, name.removesuffix(".md"))
+    return f"# {title}\n\n{back}\n{rest.strip()}\n"
+
+
+# ----------------------------------------------------------------------------------- overview pages
+
+
+def tier_table(library: Library, page: str = "tiers.md") -> str:
+    """Entries by tier and canonical owner, with status and validation."""
+    rows = []
+    for entry in sorted(_entries(library), key=lambda e: (e.meta.tier, e.meta.owner, e.id)):
+        meta = entry.meta
+        rows.append(
+            [
+                str(meta.tier),
+                f"`{meta.owner}`",
+                f"[{cell(meta.title)}]({rel(page, entry_page(entry.id))})",
+                cell(meta.title_zh),
+                f"`{meta.status.state.value}`",
+                f"`{meta.empirical_validation.state.value}`",
+            ]
+        )
+    return table(["Tier", "Owner", "Entry", "中文", "Status", "Validation"], rows)
+
+
+def versions_markdown(library: Library) -> str:
+    """Entries × version anchors; a commit links to GitHub when a readset of the entry pins it."""
+    page = "versions.md"
+    rows = []
+    for entry in _entries(library):
+        row = [f"[{cell(entry.meta.title)}]({rel(page, entry_page(entry.id))})", str(entry.meta.tier)]
+        for name in ANCHOR_NAMES:
+            anchor = getattr(entry.meta.version_anchors, name)
+            row.append(_anchor_cell(entry, anchor) if anchor is not None else "—")
+        rows.append(row)
+    intro = (
+        "# Version anchors\n\nThe versions each entry was written and checked against, generated from every "
+        "`entry.yaml` at build time. A dash means the entry does not depend on that component.\n\n"
+    )
+    return NO_SEARCH + intro + table(["Entry", "Tier", *ANCHOR_NAMES], rows)
+
+
+def _anchor_cell(entry: Entry, anchor) -> str:
+    text = f"`{anchor.ref}`"
+    if anchor.commit:
+        repos = [r.repo for r in entry.meta.readsets if r.commit == anchor.commit]
+        short = f"`{anchor.commit[:12]}`"
+        text += " " + (f"[{short}](https://github.com/{repos[0]}/tree/{anchor.commit})" if repos else short)
+    return text
+
+
+def topics(library: Library) -> dict[str, list[Entry]]:
+    found: dict[str, list[Entry]] = {}
+    for entry in _entries(library):
+        for topic in entry.meta.topics:
+            found.setdefault(topic, []).append(entry)
+    return dict(sorted(found.items()))
+
+
+def topic_markdown(topic: str, entries: list[Entry]) -> str:
+    page = topic_page(topic)
+    rows = [
+        [f"[{cell(e.meta.title)}]({rel(page, entry_page(e.id))})", cell(e.meta.title_zh), str(e.meta.tier)]
+        for e in entries
+    ]
+    return NO_SEARCH + f"# Topic: {topic}\n\n" + table(["Entry", "中文", "Tier"], rows)
+
+
+def topics_index(found: dict[str, list[Entry]]) -> str:
+    page = "topics/index.md"
+    rows = [[f"[{t}]({rel(page, topic_page(t))})", str(len(entries))] for t, entries in found.items()]
+    return (
+        NO_SEARCH
+        + "# Topics\n\nEntries grouped by the `topics` of their `entry.yaml`.\n\n"
+        + table(["Topic", "Entries"], rows)
+    )
+
+
+def placeholder_markdown(name: str) -> str:
+    title, command = EXTERNAL_PAGES[name]
+    return (
+        NO_SEARCH + f'# {title}\n\n!!! warning "Not generated yet"\n\n'
+        f"    `docs/{name}` does not exist in this checkout. Run `{command}` to write it, then rebuild.\n"
+    )
+
+
+def _entries(library: Library) -> list[Entry]:
+    return [e for e in library.sorted_entries() if e.meta is not None and e.body is not None]
+
+
+# -------------------------------------------------------------------------------------- eval reports
+
+DASHBOARD_METRICS = ("hit@1", "hit@3", "mrr@10", "ndcg@10", "recall@5", "negative_intrusion", "oos_abstention")
+TABLE_METRICS = (*DASHBOARD_METRICS, "false_abstention", "latency_p50_ms", "latency_p95_ms", "cases")
+
+
+def load_reports(results: Path, warn: Warn) -> list[dict]:
+    """The committed ``report-<retriever>.json`` files, sorted by retriever; unreadable ones are reported."""
+    reports = []
+    for path in sorted(results.glob("report-*.json")) if results.is_dir() else []:
+        try:
+            report = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(report.get("metrics"), dict) or not isinstance(report.get("cases", []), list):
+                raise ValueError("no 'metrics' object or 'cases' list")
+        except (OSError, ValueError, AttributeError) as exc:
+            warn(f"{path}: not a skillkb eval report ({exc}); regenerate it with `skillkb eval --out`")
+            continue
+        report.setdefault("retriever", path.stem.removeprefix("report-"))
+        reports.append(report)
+    return sorted(reports, key=lambda r: str(r["retriever"]))
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.0f}" if value.is_integer() and value > 1 else f"{value:.3f}"
+    return cell(value)
+
+
+def entry_hit_rates(report: dict) -> dict[str, tuple[int, int]]:
+    """entry id -> (cases answered first, in-scope cases expecting it)."""
+    rates: dict[str, tuple[int, int]] = {}
+    for case in report.get("cases", []):
+        for entry_id in case.get("expected", []):
+            hits, total = rates.get(entry_id, (0, 0))
+            rates[entry_id] = (hits + (case.get("hit_rank") == 1), total + 1)
+    return dict(sorted(rates.items()))
+
+
+def dashboard_markdown(reports: list[dict], library: Library, results: str) -> str:
+    page = "evals/index.md"
+    head = (
+        "# Retrieval evaluation\n\nGenerated at build time from the committed reports "
+        f"`{results}/report-<retriever>.json` (written by `skillkb eval --retriever NAME --out {results}`).\n\n"
+    )
+    if not reports:
+        return NO_SEARCH + head + '!!! warning "No reports"\n\n    No eval report is committed yet.\n'
+    names = [str(r["retriever"]) for r in reports]
+    parts = [head, "## Latest metrics\n", "![Metrics by retriever](metrics.svg)\n"]
+    parts.append(
+        table(
+            ["Retriever", "k", *TABLE_METRICS],
+            [
+                [f"`{r['retriever']}`", _fmt(r.get("k", "")), *(_fmt(r["metrics"].get(m, "—")) for m in TABLE_METRICS)]
+                for r in reports
+            ],
+        )
+    )
+    parts += ["## By language\n", "![hit@1 by language](languages.svg)\n", _by_group(reports, "by_lang")]
+    parts += ["## By split\n", _by_group(reports, "by_split")]
+    parts += ["## Per-entry hit@1\n", "![hit@1 per entry](entries.svg)\n", _entry_table(reports, library, page)]
+    parts.append("## Failing cases\n")
+    for report in reports:
+        parts.append(_failing(report))
+    return NO_SEARCH + "\n".join(parts) + f"\nRetrievers: {', '.join(names)}.\n"
+
+
+def _by_group(reports: list[dict], key: str) -> str:
+    cols = ("hit@1", "mrr@10", "ndcg@10", "oos_abstention", "false_abstention", "cases")
+    rows = [
+        [f"`{r['retriever']}`", cell(group), *(_fmt(m.get(c, "—")) for c in cols)]
+        for r in reports
+        for group, m in sorted(r.get(key, {}).items())
+    ]
+    return table(["Retriever", key.removeprefix("by_"), *cols], rows)
+
+
+def _entry_table(reports: list[dict], library: Library, page: str) -> str:
+    rates = [entry_hit_rates(r) for r in reports]
+    ids = sorted({i for rate in rates for i in rate})
+    rows = []
+    for entry_id in ids:
+        label = f"[`{entry_id}`]({rel(page, entry_page(entry_id))})" if entry_id in library.entries else f"`{entry_id}`"
+        cells = [f"{h}/{t} ({h / t:.0%})" if t else "—" for h, t in (rate.get(entry_id, (0, 0)) for rate in rates)]
+        rows.append([label, *cells])
+    return table(["Entry", *(f"`{r['retriever']}`" for r in reports)], rows)
+
+
+def _failing(report: dict) -> str:
+    failing = [c for c in report.get("cases", []) if not c.get("passed")]
+    rows = [
+        [
+            f"`{cell(c.get('id', ''))}`",
+            cell(c.get("lang", "")),
+            cell(c.get("split", "")),
+            cell(c.get("query", "")),
+            "<br>".join(f"`{cell(e)}`" for e in c.get("expected", [])) or "(out of scope)",
+            "abstained" if c.get("abstained") else "<br>".join(f"`{cell(x)}`" for x in c.get("ranked", [])[:3]),
+        ]
+        for c in failing
+    ]
+    title = f'??? failure "`{report["retriever"]}`: {len(failing)} failing case(s) of {len(report.get("cases", []))}"'
+    if not rows:
+        return title + "\n\n    None.\n"
+    return title + "\n\n" + _indent(table(["Case", "Lang", "Split", "Query", "Expected", "Got (top 3)"], rows)) + "\n"
+
+
+def render_charts(reports: list[dict]) -> dict[str, bytes]:
+    """SVG charts, drawn deterministically with matplotlib's Agg backend (fixed hash salt, no date)."""
+    if not reports:
+        return {}
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    style = {"svg.hashsalt": "skillkb-site", "svg.fonttype": "path", "font.family": "DejaVu Sans", "font.size": 9}
+    names = [str(r["retriever"]) for r in reports]
+    with plt.rc_context(style):
+        charts = {
+            "evals/metrics.svg": _bars(
+                plt,
+                names,
+                list(DASHBOARD_METRICS),
+                [[r["metrics"].get(m, 0.0) for m in DASHBOARD_METRICS] for r in reports],
+                "Metrics by retriever",
+            ),
+        }
+        langs = sorted({lang for r in reports for lang in r.get("by_lang", {})})
+        charts["evals/languages.svg"] = _bars(
+            plt,
+            names,
+            langs,
+            [[r.get("by_lang", {}).get(g, {}).get("hit@1", 0.0) for g in langs] for r in reports],
+            "hit@1 by language",
+        )
+        rates = [entry_hit_rates(r) for r in reports]
+        ids = sorted({i for rate in rates for i in rate})
+        values = [[(h / t if t else 0.0) for h, t in (rate.get(i, (0, 0)) for i in ids)] for rate in rates]
+        charts["evals/entries.svg"] = _bars(
+            plt, names, [i.rsplit("/", 1)[-1] for i in ids], values, "hit@1 per expected entry", horizontal=True
+        )
+    return charts
+
+
+def _bars(
+    plt, series: list[str], groups: list[str], values: list[list[float]], title: str, horizontal: bool = False
+) -> bytes:
+    count = max(len(series), 1)
+    width = 0.8 / count
+    size = (7.5, 0.32 * len(groups) * max(count, 2) / 2 + 1.5) if horizontal else (7.5, 3.4)
+    fig, ax = plt.subplots(figsize=size)
+    for i, (name, row) in enumerate(zip(series, values, strict=True)):
+        offsets = [g + (i - (count - 1) / 2) * width for g in range(len(groups))]
+        (ax.barh if horizontal else ax.bar)(offsets, row, width, label=name)
+    ticks = range(len(groups))
+    if horizontal:
+        ax.set_yticks(list(ticks), groups)
+        ax.set_xlim(0, 1)
+        ax.invert_yaxis()
+    else:
+        ax.set_xticks(list(ticks), groups, rotation=20, ha="right")
+        ax.set_ylim(0, 1)
+    ax.set_title(title)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)  # never over a bar
+    fig.tight_layout()
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", metadata={"Date": None})
+    plt.close(fig)
+    return buffer.getvalue().encode("utf-8")
+
+
+# --------------------------------------------------------------------------------------- everything
+
+
+def generate(
+    library: Library, results: Path | None = None, warn: Warn | None = None, docs_present: set[str] | None = None
+) -> SitePages:
+    """All generated pages, assets and the navigation for one build."""
+    warn = warn or (lambda message: None)
+    records = {r.id: r for r in _index(library).entries}
+    out = SitePages()
+    tiers: dict[int, list] = {1: [], 2: [], 3: []}
+    for entry in _entries(library):
+        out.pages[entry_page(entry.id)] = entry_markdown(entry, library, records[entry.id], warn)
+        item: list | str = entry_page(entry.id)
+        if entry.references:
+            refs = [{name.removesuffix(".md"): reference_page(entry.id, name)} for name in sorted(entry.references)]
+            for name in sorted(entry.references):
+                out.pages[reference_page(entry.id, name)] = reference_markdown(entry, name, warn)
+            item = [entry_page(entry.id), *refs]
+        tiers[entry.meta.tier].append({entry.meta.title: item})
+    found = topics(library)
+    out.pages["topics/index.md"] = topics_index(found)
+    for topic, entries in found.items():
+        out.pages[topic_page(topic)] = topic_markdown(topic, entries)
+    out.pages["versions.md"] = versions_markdown(library)
+    results = results or library.root / RESULTS_DIR
+    reports = load_reports(results, warn)
+    shown = results.relative_to(library.root).as_posix() if results.is_relative_to(library.root) else str(results)
+    out.pages["evals/index.md"] = dashboard_markdown(reports, library, shown)
+    out.assets.update(render_charts(reports))
+    present = docs_present if docs_present is not None else set()
+    if "index.md" not in present:
+        out.pages["index.md"] = f"# {library.root.name}\n\nSkills of this library, by tier:\n\n" + tier_table(
+            library, "index.md"
+        )
+    for name in EXTERNAL_PAGES:
+        if name not in present:
+            out.pages[name] = placeholder_markdown(name)
+    out.tier_table = tier_table(library)
+    out.nav = _nav(tiers, found, present)
+    return out
+
+
+def _index(library: Library):
+    from .index import build_index
+
+    return build_index(library)
+
+
+def _nav(tiers: dict[int, list], found: dict[str, list[Entry]], present: set[str]) -> list:
+    """Home, tiers, skills by tier, topics, coverage, drift, versions, evaluation, authoring.
+
+    Hand-written pages other than the home page appear only when ``docs/`` has them.
+    """
+
+    def hand(title: str, name: str) -> list[dict]:
+        return [{title: name}] if name in present else []
+
+    return [
+        {"Home": "index.md"},
+        *hand("Tiers and ownership", "tiers.md"),
+        {"Skills": [{TIER_TITLES[t]: items} for t, items in tiers.items() if items]},
+        {"Topics": ["topics/index.md", *({t: topic_page(t)} for t in found)]},
+        {"Coverage": [{EXTERNAL_PAGES[n][0]: n} for n in ("reference-matrix.md", "skill-coverage.md", "ownership.md")]},
+        {"Upstream drift": "upstream-drift.md"},
+        {"Version anchors": "versions.md"},
+        {"Evaluation": "evals/index.md"},
+        *hand("Authoring an entry", "authoring.md"),
+    ]
+
+
+# -------------------------------------------------------------------------------------------- build
+
+
+def _config(root: Path, site_dir: Path | None, strict: bool, results: Path | None, **extra):
+    import os
+
+    os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
+    from mkdocs.config import load_config
+
+    config_file = root / "mkdocs.yml"
+    if not config_file.is_file():
+        from .api import UsageError
+
+        raise UsageError(f"no mkdocs.yml at {root}; the site is configured there")
+    overrides = {"site_dir": str(site_dir)} if site_dir else {}
+    config = load_config(str(config_file), strict=strict, **overrides, **extra)
+    if results is not None:
+        config.extra["skillkb_eval_results"] = str(results.resolve())
+    return config
+
+
+def build_site(root: Path, site_dir: Path | None = None, strict: bool = False, results: Path | None = None) -> Path:
+    """Build the site (``mkdocs build``) from the library at ``root``; returns the site folder."""
+    from mkdocs.commands.build import build
+
+    _log_to_stderr()
+    config = _config(root, site_dir, strict, results)
+    build(config)
+    return Path(config.site_dir)
+
+
+class _StderrHandler(logging.Handler):
+    """Writes to whatever ``sys.stderr`` is at the time (it may be swapped after the handler is added)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(self.format(record), file=sys.stderr)
+
+
+def _log_to_stderr() -> None:
+    """Show mkdocs warnings and errors (broken links, unresolved citations) as the mkdocs CLI would."""
+    logger = logging.getLogger("mkdocs")
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        handler = _StderrHandler(logging.WARNING)
+        handler.setFormatter(logging.Formatter("%(levelname)-7s -  %(message)s"))
+        logger.addHandler(handler)
+    if logger.level == logging.NOTSET or logger.level > logging.INFO:
+        logger.setLevel(logging.INFO)
+
+
+def serve_site(root: Path, port: int = 8000) -> None:
+    """Serve the site with live reload on 127.0.0.1 only."""
+    import os
+
+    os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
+    from mkdocs.commands.serve import serve
+
+    _log_to_stderr()
+    serve(str(root / "mkdocs.yml"), dev_addr=f"127.0.0.1:{port}")
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+
+
+def cmd_docs_build(args: argparse.Namespace) -> int:
+    from mkdocs.exceptions import Abort, MkDocsException
+
+    try:
+        site_dir = args.site_dir.resolve() if args.site_dir else None
+        results = args.eval_results.resolve() if args.eval_results else None
+        site = build_site(args.root, site_dir, args.strict, results)
+    except (Abort, MkDocsException) as exc:
+        print(f"skillkb docs build: {exc}", file=sys.stderr)
+        return 1
+    print(f"site written to {site}")
+    return 0
+
+
+def cmd_docs_serve(args: argparse.Namespace) -> int:
+    from mkdocs.exceptions import Abort, MkDocsException
+
+    if not 1 <= args.port <= 65535:
+        from .api import UsageError
+
+        raise UsageError("--port must be between 1 and 65535")
+    print(f"serving on http://127.0.0.1:{args.port}/ (Ctrl-C to stop)", file=sys.stderr)
+    try:
+        serve_site(args.root, args.port)
+    except (Abort, MkDocsException) as exc:
+        print(f"skillkb docs serve: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def register_cli(subparsers) -> None:
+    docs = subparsers.add_parser("docs", help="build or serve the documentation site (mkdocs + Material)")
+    dsub = docs.add_subparsers(dest="docs_command", required=True, metavar="ACTION")
+    p = dsub.add_parser("build", help="build the site into site/ (or --site-dir)")
+    p.add_argument("--strict", action="store_true", help="fail on any mkdocs warning (broken link, bad citation)")
+    p.add_argument("--site-dir", type=Path, default=None, help="output folder (default site/)")
+    p.add_argument("--eval-results", type=Path, default=None, help=f"eval reports folder (default {RESULTS_DIR})")
+    p.set_defaults(func=cmd_docs_build)
+    p = dsub.add_parser("serve", help="serve the site with live reload on 127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.set_defaults(func=cmd_docs_serve)

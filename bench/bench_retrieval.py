@@ -143,8 +143,16 @@ def main() -> None:
         print(f"| {name} | {ms(p50)} | {ms(p95)} |")
 
     print(f"\n## Quality on the test split ({len(test)} cases; default retriever: {DEFAULT_RETRIEVER})\n")
-    header = ["hit@1", "hit@3", "mrr@10", "ndcg@10", "recall@5", "negative_intrusion", "oos_abstention",
-              "false_abstention"]
+    header = [
+        "hit@1",
+        "hit@3",
+        "mrr@10",
+        "ndcg@10",
+        "recall@5",
+        "negative_intrusion",
+        "oos_abstention",
+        "false_abstention",
+    ]
     print("| retriever | " + " | ".join(header) + " | zh hit@1 | en hit@1 |")
     print("|---" * (len(header) + 3) + "|")
     runs = {}
@@ -163,8 +171,11 @@ def main() -> None:
 
     print("\n## Field weighting (BM25, test split, abstention off)\n")
     print("| corpus | documents | hit@1 | mrr@10 |\n|---|---|---|---|")
-    for label, weights in (("cards + sections (default)", DEFAULT_WEIGHTS), ("cards only (no body)", BODY_OFF),
-                           ("sections only (no card)", CARD_OFF)):
+    for label, weights in (
+        ("cards + sections (default)", DEFAULT_WEIGHTS),
+        ("cards only (no body)", BODY_OFF),
+        ("sections only (no card)", CARD_OFF),
+    ):
         variant = SearchEngine.open(ROOT, weights=weights, library=library, use_cache=False)
         outcomes = []
         for case in [c for c in test if c.expected]:
@@ -177,14 +188,18 @@ def main() -> None:
     rng = np.random.default_rng(7)
     queries = [list(rng.choice(vocab, size=rng.integers(2, 8))) for _ in range(args.queries)]
     print(f"\n## Synthetic corpora (vocabulary of {len(vocab)} library tokens, Zipf, 40-160 tokens/doc)\n")
-    print("| sections | skillkb build | skillkb p50 | bm25s build | bm25s p50 | ratio to bm25s | rank-bm25 build | "
-          "rank-bm25 p50 |\n|---|---|---|---|---|---|---|---|")
+    print(
+        "| sections | skillkb build | skillkb p50 | bm25s build | bm25s p50 | ratio to bm25s | rank-bm25 build | "
+        "rank-bm25 p50 |\n|---|---|---|---|---|---|---|---|"
+    )
     for size in args.sizes:
         r = bench_scale(size, vocab, queries)
         ratio = r["skillkb query p50 ms"] / r["bm25s query p50 ms"]
-        print(f"| {size:,} | {r['skillkb build s']:.2f} s | {r['skillkb query p50 ms']:.2f} ms | "
-              f"{r['bm25s build s']:.2f} s | {r['bm25s query p50 ms']:.2f} ms | {ratio:.2f} | "
-              f"{r['rank-bm25 build s']:.2f} s | {r['rank-bm25 query p50 ms']:.2f} ms |")
+        print(
+            f"| {size:,} | {r['skillkb build s']:.2f} s | {r['skillkb query p50 ms']:.2f} ms | "
+            f"{r['bm25s build s']:.2f} s | {r['bm25s query p50 ms']:.2f} ms | {ratio:.2f} | "
+            f"{r['rank-bm25 build s']:.2f} s | {r['rank-bm25 query p50 ms']:.2f} ms |"
+        )
 
 
 if __name__ == "__main__":

@@ -19,12 +19,22 @@ DEMO_FILES = {  # path -> (blob, bytes, lines)
     "docs/guide.md": ("3333333333333333333333333333333333333333", 2000, 60),
 }
 
-SECTIONS = ["When to use", "Mental model", "Rules and invariants", "Triage", "Configuration", "Version notes",
-            "中文摘要", "Sources"]
+SECTIONS = [
+    "When to use",
+    "Mental model",
+    "Rules and invariants",
+    "Triage",
+    "Configuration",
+    "Version notes",
+    "中文摘要",
+    "Sources",
+]
 
 
 def skill_md(name: str, description: str, facts: int = 3, extra_front: str = "", body_extra: str = "") -> str:
-    cites = "\n".join(f"- Fact {i} about the pool [widget@0123456:src/pool.py#L{i}-L{i + 2}]." for i in range(1, facts + 1))
+    cites = "\n".join(
+        f"- Fact {i} about the pool [widget@0123456:src/pool.py#L{i}-L{i + 2}]." for i in range(1, facts + 1)
+    )
     parts = [f"---\nname: {name}\ndescription: {description}\nlicense: Apache-2.0\n{extra_front}---\n", f"# {name}\n"]
     for section in SECTIONS:
         parts.append(f"## {section}\n")
@@ -40,13 +50,14 @@ def skill_md(name: str, description: str, facts: int = 3, extra_front: str = "",
 def entry_yaml(entry_id: str, tier: int, owner: str, state: str = "candidate", extra: str = "") -> str:
     anchors = {
         1: "  vllm: {ref: v0.25.1}\n  torch: {ref: 2.10.0}\n",
-        2: '  vllm_ascend: {ref: v0.25.1rc1}\n  vllm: {ref: v0.25.1}\n  cann: {ref: 9.0.1}\n'
-           "  torch: {ref: 2.10.0}\n  torch_npu: {ref: 2.10.0.post2}\n",
+        2: "  vllm_ascend: {ref: v0.25.1rc1}\n  vllm: {ref: v0.25.1}\n  cann: {ref: 9.0.1}\n"
+        "  torch: {ref: 2.10.0}\n  torch_npu: {ref: 2.10.0.post2}\n",
         3: "  cann: {ref: 9.0.1}\n  torch: {ref: 2.10.0}\n  torch_npu: {ref: 2.10.0.post2}\n",
     }[tier]
-    return textwrap.dedent(f"""\
+    return (
+        textwrap.dedent(f"""\
         id: {entry_id}
-        title: Demo {entry_id.rsplit('/', 1)[1]}
+        title: Demo {entry_id.rsplit("/", 1)[1]}
         title_zh: 演示条目
         tier: {tier}
         owner: {owner}
@@ -56,7 +67,9 @@ def entry_yaml(entry_id: str, tier: int, owner: str, state: str = "candidate", e
           state: not_run
           evidence: Nothing ran; a log from real hardware would raise it.
         version_anchors:
-        """) + anchors + textwrap.dedent(f"""\
+        """)
+        + anchors
+        + textwrap.dedent(f"""\
         readsets:
           - repo: {DEMO_REPO}
             commit: "{DEMO_COMMIT}"
@@ -70,7 +83,9 @@ def entry_yaml(entry_id: str, tier: int, owner: str, state: str = "candidate", e
         keywords:
           en: [pool]
           zh: [内存池]
-        """) + extra
+        """)
+        + extra
+    )
 
 
 DEMO_ENTRIES = {

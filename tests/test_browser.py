@@ -17,9 +17,11 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from conftest import REPO_ROOT
+
 from skillkb import site
 from skillkb.api import evaluate, load_or_fail
+
+from conftest import REPO_ROOT
 
 os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from conftest import DEMO_COMMIT, REPO_ROOT
+from test_drift import FEATURE, TO_COMMIT, make_drift_library
+
 from skillkb.api import load_or_fail
 from skillkb.cli import main
 from skillkb.coverage import (
@@ -20,7 +21,8 @@ from skillkb.coverage import (
 from skillkb.drift import DEFAULT_FROM, DEFAULT_TO, DRIFT_PAGE
 from skillkb.manifests import MANIFEST_DIR
 from skillkb.validate import entry_stats, missing_gates
-from test_drift import FEATURE, TO_COMMIT, make_drift_library
+
+from conftest import DEMO_COMMIT, REPO_ROOT
 
 MECHANISM = "repositories/vllm/demo-mechanism"
 CONSTRAINT = "hardware/ascend/demo-constraint"

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO_ROOT
 
 from skillkb.retrieval import (
     RRF_K,
@@ -17,6 +16,8 @@ from skillkb.retrieval import (
     SentenceTransformerEmbedder,
     USEEmbedder,
 )
+
+from conftest import REPO_ROOT
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 

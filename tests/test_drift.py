@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import DEMO_COMMIT, DEMO_FILES, REPO_ROOT
+
 from skillkb.api import load_or_fail
 from skillkb.cli import main
 from skillkb.drift import (
@@ -24,6 +24,8 @@ from skillkb.drift import (
     render_markdown,
 )
 from skillkb.manifests import MANIFEST_DIR
+
+from conftest import DEMO_COMMIT, DEMO_FILES, REPO_ROOT
 
 TO_COMMIT = "fedcba9876543210fedcba9876543210fedcba98"
 FEATURE = "hardware/ascend/demo-feature"

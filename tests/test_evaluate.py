@@ -8,7 +8,6 @@ from pathlib import Path
 
 import ir_measures
 import pytest
-from conftest import REPO_ROOT
 from ir_measures import MRR, P, R, Success, nDCG
 
 from skillkb import evaluation as ev
@@ -16,6 +15,8 @@ from skillkb.api import load_cases_or_fail
 from skillkb.cli import main
 from skillkb.models import EvalCase
 from skillkb.retrieval import SearchEngine
+
+from conftest import REPO_ROOT
 
 CASES = Path("evals/retrieval/cases.jsonl")
 
@@ -40,10 +41,12 @@ def test_metrics_match_ir_measures(bm25_run: ev.EvalRun) -> None:
     qrels = [ir_measures.Qrel(o.id, doc, grade) for o in in_scope for doc, grade in ev.relevance(o).items()]
     run = [
         ir_measures.ScoredDoc(o.id, doc, float(len(o.ranked) - rank))
-        for o in in_scope for rank, doc in enumerate(o.ranked)
+        for o in in_scope
+        for rank, doc in enumerate(o.ranked)
     ]
-    theirs = ir_measures.calc_aggregate([nDCG @ 10, MRR(rel=2) @ 10, Success(rel=2) @ 1, Success(rel=2) @ 3,
-                                         R(rel=2) @ 5], qrels, run)
+    theirs = ir_measures.calc_aggregate(
+        [nDCG @ 10, MRR(rel=2) @ 10, Success(rel=2) @ 1, Success(rel=2) @ 3, R(rel=2) @ 5], qrels, run
+    )
     ours = ev.aggregate_metrics(in_scope)
     assert ours["ndcg@10"] == pytest.approx(theirs[nDCG @ 10], abs=1e-4)
     assert ours["mrr@10"] == pytest.approx(theirs[MRR(rel=2) @ 10], abs=1e-4)
@@ -55,8 +58,20 @@ def test_metrics_match_ir_measures(bm25_run: ev.EvalRun) -> None:
 
 def outcome(case_id: str, ranked: list[str], expected: list[str], negatives=(), abstained=False) -> ev.CaseOutcome:
     first = next((i + 1 for i, d in enumerate(ranked) if d in expected), None)
-    return ev.CaseOutcome(case_id, "q", "en", "test", expected, [], list(negatives), ranked, [1.0] * len(ranked),
-                          abstained, None if abstained else first, 1.0)
+    return ev.CaseOutcome(
+        case_id,
+        "q",
+        "en",
+        "test",
+        expected,
+        [],
+        list(negatives),
+        ranked,
+        [1.0] * len(ranked),
+        abstained,
+        None if abstained else first,
+        1.0,
+    )
 
 
 def test_metric_definitions_on_a_toy_run() -> None:
@@ -89,7 +104,7 @@ def test_exports(tmp_path: Path, engine: SearchEngine, cases: list[EvalCase], bm
     ev.write_report(bm25_run, tmp_path)
     ev.export_beir(engine, cases, tmp_path / "beir")
     trec = (tmp_path / "run-bm25.trec").read_text().splitlines()
-    qid, q0, doc, rank, score, tag = trec[0].split()
+    _qid, q0, doc, rank, score, tag = trec[0].split()
     assert q0 == "Q0" and rank == "1" and tag == "skillkb-bm25" and float(score) and doc.count("/") >= 2
     header, *rows = (tmp_path / "beir" / "qrels" / "test.tsv").read_text().splitlines()
     assert header == "query-id\tcorpus-id\tscore" and rows
@@ -100,7 +115,7 @@ def test_exports(tmp_path: Path, engine: SearchEngine, cases: list[EvalCase], bm
 
 
 def test_calibration_uses_only_dev_cases(engine: SearchEngine, cases: list[EvalCase]) -> None:
-    model, stats = ev.calibrate(engine, cases, "bm25")
+    _model, stats = ev.calibrate(engine, cases, "bm25")
     assert stats["dev_in_scope"] == sum(1 for c in cases if c.split == "dev" and c.expected)
     assert stats["dev_false_abstention"] <= ev.DEV_FALSE_ABSTENTION + 1e-9
     test_only = [c for c in cases if c.split == "test"]

@@ -10,13 +10,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import DEMO_COMMIT, DEMO_REPO, REPO_ROOT
+from skills_ref.prompt import to_prompt
+from skills_ref.validator import validate
+
 from skillkb.api import load_or_fail
 from skillkb.cli import main
 from skillkb.export import CATALOG_FILE, LOCK_FILE, check, export
 from skillkb.fsutil import folder_digest
-from skills_ref.prompt import to_prompt
-from skills_ref.validator import validate
+
+from conftest import DEMO_COMMIT, DEMO_REPO, REPO_ROOT
 
 FEATURE = "hardware/ascend/demo-feature"
 NAMES = ["demo-constraint", "demo-feature", "demo-mechanism"]

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import REPO_ROOT
-
 from skillkb.api import load_or_fail
 from skillkb.cli import main
 from skillkb.fsutil import folder_digest
 from skillkb.index import build_index, index_drift, render_index, write_index
+
+from conftest import REPO_ROOT
 
 
 def test_build_twice_is_byte_identical(library_root: Path) -> None:

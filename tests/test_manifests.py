@@ -7,10 +7,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, SHARED
 
 from skillkb.cli import main
 from skillkb.manifests import count_lines, load_manifests, snapshot_rows
+
+from conftest import REPO_ROOT, SHARED
 
 PINNED = [
     "vllm-project__vllm-ascend@9bf964cb4b87c8cd0d6852c41a55b3c29711fa95.tsv",
@@ -20,9 +21,15 @@ PINNED = [
 
 
 def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
-           "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+        "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+    }
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
 
 
@@ -31,7 +38,13 @@ def upstream(tmp_path: Path) -> Path:
     repo = tmp_path / "up"
     repo.mkdir()
     git(repo, "init", "-q")
-    files = {"b.txt": b"one\ntwo", "a/z.py": b"x = 1\n", "a/empty": b"", "A.md": b"caps\n\n", "bin.dat": b"\x00\x01\n\x02"}
+    files = {
+        "b.txt": b"one\ntwo",
+        "a/z.py": b"x = 1\n",
+        "a/empty": b"",
+        "A.md": b"caps\n\n",
+        "bin.dat": b"\x00\x01\n\x02",
+    }
     for rel, data in files.items():
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_bytes(data)
@@ -60,8 +73,20 @@ def test_snapshot_rows_match_git(upstream: Path) -> None:
 
 def test_snapshot_command_is_deterministic(upstream: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    args = ["--root", str(REPO_ROOT), "readsets", "snapshot", "--clone", str(upstream), "--repo", "acme/up",
-            "--commit", "v1", "--out", str(out)]
+    args = [
+        "--root",
+        str(REPO_ROOT),
+        "readsets",
+        "snapshot",
+        "--clone",
+        str(upstream),
+        "--repo",
+        "acme/up",
+        "--commit",
+        "v1",
+        "--out",
+        str(out),
+    ]
     assert main(args) == 0
     (first,) = out.iterdir()
     data = first.read_bytes()
@@ -71,8 +96,22 @@ def test_snapshot_command_is_deterministic(upstream: Path, tmp_path: Path) -> No
 
 
 def test_unknown_commit_is_a_clear_error(upstream: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["--root", str(REPO_ROOT), "readsets", "snapshot", "--clone", str(upstream), "--repo", "acme/up",
-                 "--commit", "nope", "--out", str(tmp_path)])
+    code = main(
+        [
+            "--root",
+            str(REPO_ROOT),
+            "readsets",
+            "snapshot",
+            "--clone",
+            str(upstream),
+            "--repo",
+            "acme/up",
+            "--commit",
+            "nope",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert code == 1
     assert "git:" in capsys.readouterr().err
 

@@ -13,12 +13,14 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import DEMO_COMMIT, DEMO_REPO
 from mcp import Client, MCPError, StdioServerParameters
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
 from skillkb import api
 from skillkb.mcp_server import LibraryService, build_server
 from skillkb.retrieval import estimate_tokens
+
+from conftest import DEMO_COMMIT, DEMO_REPO
 
 TIMEOUT = 60
 FEATURE = "hardware/ascend/demo-feature"

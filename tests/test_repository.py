@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
 from skills_ref.validator import validate as skills_ref_validate
 
 from skillkb.api import validate
 from skillkb.cli import main
+
+from conftest import REPO_ROOT
 
 SKILL_DIRS = sorted(p.parent for top in ("hardware", "repositories") for p in (REPO_ROOT / top).rglob("SKILL.md"))
 

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO_ROOT
 
 from skillkb.api import load_or_fail
 from skillkb.cli import main
 from skillkb.corpus import BODY_OFF, build_corpus
 from skillkb.retrieval import BM25Index, SearchEngine, clean_query, search
 from skillkb.tokenize import tokenize
+
+from conftest import REPO_ROOT
 
 ACL = "hardware/ascend/ascend-aclgraph-capture-replay"
 
@@ -72,8 +73,9 @@ def test_tier_filter(engine: SearchEngine) -> None:
 def test_field_weighting_changes_the_index() -> None:
     library = load_or_fail(REPO_ROOT)
     full, cards = build_corpus(library), build_corpus(library, BODY_OFF)
-    assert len(full) > len(cards) and all(d.kind == "card" or not d.index_text.strip() for d in cards
-                                          if d.kind == "card")
+    assert len(full) > len(cards) and all(
+        d.kind == "card" or not d.index_text.strip() for d in cards if d.kind == "card"
+    )
 
 
 HOSTILE = [

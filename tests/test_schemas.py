@@ -8,10 +8,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
-from conftest import REPO_ROOT
 
 from skillkb.models import SCHEMA_MODELS, EntryMeta
 from skillkb.schemas import DIALECT, render, stale_schemas
+
+from conftest import REPO_ROOT
 
 
 def test_committed_schemas_match_models() -> None:

@@ -8,11 +8,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import DEMO_COMMIT, REPO_ROOT
+
 from skillkb import cli, site
 from skillkb.api import load_or_fail
 from skillkb.index import build_index
 from skillkb.validate import missing_gates
+
+from conftest import DEMO_COMMIT, REPO_ROOT
 
 os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
 

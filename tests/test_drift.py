@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -25,7 +23,7 @@ from skillkb.drift import (
 )
 from skillkb.manifests import MANIFEST_DIR
 
-from conftest import DEMO_COMMIT, DEMO_FILES, REPO_ROOT
+from conftest import DEMO_COMMIT, DEMO_FILES, REPO_ROOT, git
 
 TO_COMMIT = "fedcba9876543210fedcba9876543210fedcba98"
 FEATURE = "hardware/ascend/demo-feature"
@@ -240,19 +238,6 @@ def test_malformed_manifest_names_the_file(drift_root: Path, tmp_path: Path, cap
 
 
 # ------------------------------------------------------------------------------------- from clones
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@t",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@t",
-        "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
-        "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
-    }
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
 
 
 def test_clone_variant(library_root: Path, tmp_path: Path, capsys) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,26 +10,13 @@ import pytest
 from skillkb.cli import main
 from skillkb.manifests import count_lines, load_manifests, snapshot_rows
 
-from conftest import REPO_ROOT, SHARED
+from conftest import REPO_ROOT, SHARED, git
 
 PINNED = [
     "vllm-project__vllm-ascend@9bf964cb4b87c8cd0d6852c41a55b3c29711fa95.tsv",
     "vllm-project__vllm-ascend@182b75ea84ff13ece27b57391331ef8935410aea.tsv",
     "Ascend__pytorch@8751b36d5d6959e499e6bf6530c1928060ced030.tsv",
 ]
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@t",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@t",
-        "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
-        "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
-    }
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
 
 
 @pytest.fixture

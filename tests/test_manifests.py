@@ -57,22 +57,26 @@ def test_snapshot_rows_match_git(upstream: Path) -> None:
         assert row.blob == git(upstream, "rev-parse", f"{commit}:{row.path}").strip()
 
 
-def test_snapshot_command_is_deterministic(upstream: Path, tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    args = [
-        "--root",
-        str(REPO_ROOT),
+def snapshot_argv(clone: Path, commit: str, out: Path) -> list[str]:
+    root = ["--root", str(REPO_ROOT)]
+    return [
+        *root,
         "readsets",
         "snapshot",
         "--clone",
-        str(upstream),
+        str(clone),
         "--repo",
         "acme/up",
         "--commit",
-        "v1",
+        commit,
         "--out",
         str(out),
     ]
+
+
+def test_snapshot_command_is_deterministic(upstream: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    args = snapshot_argv(upstream, "v1", out)
     assert main(args) == 0
     (first,) = out.iterdir()
     data = first.read_bytes()
@@ -82,22 +86,7 @@ def test_snapshot_command_is_deterministic(upstream: Path, tmp_path: Path) -> No
 
 
 def test_unknown_commit_is_a_clear_error(upstream: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(
-        [
-            "--root",
-            str(REPO_ROOT),
-            "readsets",
-            "snapshot",
-            "--clone",
-            str(upstream),
-            "--repo",
-            "acme/up",
-            "--commit",
-            "nope",
-            "--out",
-            str(tmp_path),
-        ]
-    )
+    code = main(snapshot_argv(upstream, "nope", tmp_path))
     assert code == 1
     assert "git:" in capsys.readouterr().err
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from .citations import CITATION, Citation, find_citations, github_url, resolve
-from .loader import FENCE, Document, Section, split_sections
+from .citations import Citation, find_citations, github_url, resolve
+from .citations import link_citations as shared_link_citations
+from .loader import Document, Section, split_sections
 from .models import Readset
-
-CODE_SPAN = re.compile(r"(`+).+?\1")
 
 
 def citation_url(citation: Citation, readsets: list[Readset]) -> str | None:
@@ -27,35 +25,10 @@ def citation_label(citation: Citation) -> str:
     return citation.path.rsplit("/", 1)[-1] + lines
 
 
-def _code_spans(line: str) -> list[tuple[int, int]]:
-    return [m.span() for m in CODE_SPAN.finditer(line)]
-
-
 def link_citations(text: str, readsets: list[Readset]) -> tuple[str, list[str]]:
-    """Rewrite citations as Markdown links (outside code); return the text and the labels left unresolved."""
-    out: list[str] = []
-    unresolved: list[str] = []
-    in_fence = False
-    for line in text.split("\n"):
-        if FENCE.match(line):
-            in_fence = not in_fence
-        if in_fence or "@" not in line:
-            out.append(line)
-            continue
-        spans = _code_spans(line)
-
-        def replace(match: re.Match[str], spans: list[tuple[int, int]] = spans) -> str:
-            if any(s <= match.start() < e for s, e in spans):
-                return match.group(0)
-            citation = find_citations(match.group(0))[0]
-            url = citation_url(citation, readsets)
-            if url is None:
-                unresolved.append(citation.label)
-                return match.group(0)
-            return f"[{citation_label(citation)}]({url})"
-
-        out.append(CITATION.sub(replace, line))
-    return "\n".join(out), unresolved
+    """Citations as plain links named by file and lines; returns the text and the labels left unresolved."""
+    linked, unresolved = shared_link_citations(text, readsets, citation_label)
+    return linked, [citation.label for citation, _reason in unresolved]
 
 
 def citation_links(text: str, readsets: list[Readset]) -> list[dict[str, str]]:

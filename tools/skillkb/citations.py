@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -31,17 +32,56 @@ class Citation:
     def label(self) -> str:
         return self.text.strip("[]")
 
+    @classmethod
+    def from_match(cls, match: re.Match[str], line: int = 0) -> Citation:
+        start = int(match["start"])
+        return cls(match["repo"], match["sha"], match["path"], start, int(match["end"] or start), line, match[0])
+
 
 def find_citations(text: str, first_line: int = 1) -> list[Citation]:
-    found = []
-    for offset, line in enumerate(text.split("\n")):
-        for match in CITATION.finditer(line):
-            start = int(match["start"])
-            end = int(match["end"] or start)
-            found.append(
-                Citation(match["repo"], match["sha"], match["path"], start, end, first_line + offset, match.group(0))
-            )
-    return found
+    return [
+        Citation.from_match(match, first_line + offset)
+        for offset, line in enumerate(text.split("\n"))
+        for match in CITATION.finditer(line)
+    ]
+
+
+FENCE = re.compile(r"^\s*(```|~~~)")
+CODE_SPAN = re.compile(r"(`+).+?\1")
+
+
+def link_citations(
+    text: str, readsets: list[Readset], label: Callable[[Citation], str]
+) -> tuple[str, list[tuple[Citation, str]]]:
+    """Rewrite citations as Markdown links to the pinned upstream lines, outside fenced and inline code.
+
+    Returns the text and the citations left as they were because they do not resolve, with the reason.
+    """
+    out: list[str] = []
+    unresolved: list[tuple[Citation, str]] = []
+    in_fence = False
+    for line in text.split("\n"):
+        if FENCE.match(line):
+            in_fence = not in_fence
+        if in_fence or "@" not in line:
+            out.append(line)
+            continue
+        code = [m.span() for m in CODE_SPAN.finditer(line)]
+
+        def replace(match: re.Match[str], code: list[tuple[int, int]] = code) -> str:
+            if any(s <= match.start() < e for s, e in code):
+                return match[0]
+            citation = Citation.from_match(match)
+            found = resolve(citation, readsets)
+            if isinstance(found, str):
+                unresolved.append((citation, found))
+                return match[0]
+            readset, _file = found
+            url = github_url(readset.repo, readset.commit, citation.path, citation.start, citation.end)
+            return f"[{label(citation)}]({url})"
+
+        out.append(CITATION.sub(replace, line))
+    return "\n".join(out), unresolved
 
 
 def malformed_citations(text: str, first_line: int = 1) -> list[tuple[int, str]]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .citations import FENCE
 from .diagnostics import Diagnostic
 from .fsutil import escapes_root, read_text
 from .manifests import ManifestStore, load_manifests
@@ -27,7 +28,6 @@ SKILL_FILE = "SKILL.md"
 META_FILE = "entry.yaml"
 CASES_FILE = Path("evals/retrieval/cases.jsonl")
 HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
-FENCE = re.compile(r"^\s*(```|~~~)")
 SHA_FIELDS = ("commit", "blob")
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from .abstain import AbstentionModel, features
 from .corpus import DEFAULT_WEIGHTS, Doc, FieldWeights, build_corpus, corpus_fingerprint
+from .diagnostics import UsageError
 from .fsutil import atomic_write
 from .tokenize import TOKENIZER_VERSION, tokenize
 
@@ -52,10 +53,6 @@ def top_k(scores: np.ndarray, depth: int) -> list[tuple[int, float]]:
         positive = positive[part]
     order = positive[np.lexsort((positive, -scores[positive]))]
     return [(int(i), float(scores[i])) for i in order]
-
-
-class QueryError(ValueError):
-    """A query that cannot be searched (empty after cleaning)."""
 
 
 @dataclass(frozen=True)
@@ -473,7 +470,7 @@ class SearchEngine:
             dense = self.ranker("dense")
             assert isinstance(dense, DenseRanker)
             return HybridRanker(self.bm25, dense, self.docs)
-        raise QueryError(f"unknown retriever '{name}'; choose one of {', '.join(RETRIEVERS)}")
+        raise UsageError(f"unknown retriever '{name}'; choose one of {', '.join(RETRIEVERS)}")
 
     def search(
         self,
@@ -540,8 +537,6 @@ def search(
     root: Path, query: str, k: int = 5, retriever: str = DEFAULT_RETRIEVER, tier: int | None = None
 ) -> SearchResult:
     """Search the library at ``root``: the entry point of the CLI and the MCP server."""
-    from .diagnostics import UsageError
-
     if not 1 <= k <= 100:
         raise UsageError("k must be between 1 and 100")
     if retriever not in RETRIEVERS:

@@ -18,8 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .citations import CITATION, github_url, resolve
-from .loader import FENCE, Entry, Library
+from .citations import github_url
+from .citations import link_citations as shared_link_citations
+from .loader import Entry, Library
 from .models import IndexEntry, Readset
 
 ANCHOR_NAMES = ("vllm_ascend", "vllm", "cann", "torch", "torch_npu")
@@ -90,29 +91,13 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 def link_citations(text: str, readsets: list[Readset], warn: Warn, where: str) -> str:
     """Turn each ``[repo@sha:path#La-Lb]`` into a link to the file at the pinned full commit and lines.
 
-    Fenced code is left alone; a citation that does not resolve stays plain text and is reported
+    Code is left alone; a citation that does not resolve stays plain text and is reported
     (``skillkb validate`` names the fix; ``--strict`` fails on it).
     """
-    out, in_fence = [], False
-    for line in text.split("\n"):
-        if FENCE.match(line):
-            in_fence = not in_fence
-        out.append(line if in_fence else CITATION.sub(lambda m: _citation_link(m, readsets, warn, where), line))
-    return "\n".join(out)
-
-
-def _citation_link(match: re.Match[str], readsets: list[Readset], warn: Warn, where: str) -> str:
-    from .citations import Citation
-
-    start = int(match["start"])
-    citation = Citation(match["repo"], match["sha"], match["path"], start, int(match["end"] or start), 0, match[0])
-    found = resolve(citation, readsets)
-    if isinstance(found, str):
-        warn(f"{where}: citation {match[0]} does not resolve ({found}); run `skillkb validate`")
-        return match[0]
-    readset, rfile = found
-    url = github_url(readset.repo, readset.commit, rfile.path, citation.start, citation.end)
-    return f"[`{citation.label}`]({url})"
+    linked, unresolved = shared_link_citations(text, readsets, lambda citation: f"`{citation.label}`")
+    for citation, reason in unresolved:
+        warn(f"{where}: citation {citation.text} does not resolve ({reason}); run `skillkb validate`")
+    return linked
 
 
 # -------------------------------------------------------------------------------------- entry pages

@@ -132,7 +132,7 @@ def test_partial_evidence_is_explained(library_root: Path) -> None:
     skill.write_text(skill.read_text().replace("widget@0123456", f"widget@{PARTIAL_COMMIT[:7]}"))
     text = build_pages(load_or_fail(library_root))[COVERAGE_PAGE].decode()
     row = next(line for line in text.split("\n") if line.startswith(f"| `{MECHANISM}` |"))
-    assert "| 0 / 1 / 0 |" in row and "partial-manifest" in row
+    assert "| 0 / 0 / 1 / 0 |" in row and "partial-manifest" in row
     section = text.split(f"### `{MECHANISM}`")[1].split("### ")[0]
     assert "Tier 1 entries read upstream vLLM as single stored files" in section
     assert f"acme__widget@{PARTIAL_COMMIT}.partial.tsv" in section

@@ -11,7 +11,13 @@ from .index import build_index, index_drift, write_index
 from .loader import Library, load_cases, load_library
 from .manifests import MANIFEST_DIR
 from .models import EvalCase
-from .readsets import snapshot, verify_against_clone, verify_against_manifests
+from .readsets import (
+    snapshot,
+    snapshot_artifact,
+    verify_against_artifact,
+    verify_against_clone,
+    verify_against_manifests,
+)
 from .retrieval import DEFAULT_RETRIEVER, RETRIEVERS, engine_for, search
 from .schemas import stale_schemas, write_schemas
 from .validate import missing_gates, validate
@@ -26,11 +32,13 @@ def load_or_fail(root: Path) -> Library:
     return library
 
 
-def verify_readsets(root: Path, clones: dict[str, Path]) -> list[Diagnostic]:
+def verify_readsets(root: Path, clones: dict[str, Path], artifacts: dict[str, Path] | None = None) -> list[Diagnostic]:
     library = load_or_fail(root)
     out = verify_against_manifests(library)
     for repo, clone in sorted(clones.items()):
         out += verify_against_clone(library, repo, clone)
+    for repo, artifact in sorted((artifacts or {}).items()):
+        out += verify_against_artifact(library, repo, artifact)
     return sorted(out, key=sort_key)
 
 
@@ -125,6 +133,7 @@ __all__ = [
     "search",
     "show",
     "snapshot",
+    "snapshot_artifact",
     "stale_schemas",
     "validate",
     "verify_readsets",

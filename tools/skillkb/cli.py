@@ -83,7 +83,12 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     from . import api
 
     out_dir = args.out or args.root / api.MANIFEST_DIR
-    path = api.snapshot(Path(args.clone), args.repo, args.commit, out_dir)
+    if (args.clone is None) == (args.artifact is None):
+        raise UsageError("pass either --clone PATH (a git clone) or --artifact FILE (a release sdist or wheel)")
+    if args.artifact is not None:
+        path = api.snapshot_artifact(args.artifact, args.repo, args.commit, out_dir, tag=args.tag, url=args.url)
+    else:
+        path = api.snapshot(Path(args.clone), args.repo, args.commit, out_dir)
     print(path)
     return EXIT_OK
 
@@ -97,7 +102,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if not sep or "/" not in repo:
             raise UsageError(f"--clone takes OWNER/NAME=PATH, got '{spec}'")
         clones[repo] = Path(path)
-    return print_diagnostics(api.verify_readsets(args.root, clones), args.format)
+    artifacts: dict[str, Path] = {}
+    for spec in args.artifact or []:
+        repo, sep, path = spec.partition("=")
+        if not sep or "/" not in repo:
+            raise UsageError(f"--artifact takes OWNER/NAME=FILE, got '{spec}'")
+        artifacts[repo] = Path(path)
+    return print_diagnostics(api.verify_readsets(args.root, clones, artifacts), args.format)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -205,14 +216,22 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     readsets = sub.add_parser("readsets", help="upstream manifests and readset verification")
     rsub = readsets.add_subparsers(dest="readsets_command", required=True, metavar="ACTION")
-    p = rsub.add_parser("snapshot", help="write sources/manifests/OWNER__NAME@COMMIT.tsv from a git clone")
-    p.add_argument("--clone", required=True, help="path to a git clone (bare is fine)")
+    p = rsub.add_parser(
+        "snapshot", help="write sources/manifests/OWNER__NAME@COMMIT[.artifact].tsv from a git clone or a release"
+    )
+    p.add_argument("--clone", default=None, help="path to a git clone (bare is fine)")
+    p.add_argument("--artifact", type=Path, default=None, help="a published release sdist (.tar.gz) or wheel")
     p.add_argument("--repo", required=True, help="OWNER/NAME")
-    p.add_argument("--commit", required=True, help="commit or tag to list")
+    p.add_argument("--commit", required=True, help="commit or tag to list (with --artifact: the tag's full commit)")
+    p.add_argument("--tag", default=None, help="with --artifact: the release tag, recorded in the sidecar")
+    p.add_argument("--url", default=None, help="with --artifact: where the artifact was downloaded from")
     p.add_argument("--out", type=Path, default=None, help="output folder (default sources/manifests)")
     p.set_defaults(func=cmd_snapshot)
     p = rsub.add_parser("verify", help="check readsets against the manifests, and against clones")
     p.add_argument("--clone", action="append", metavar="OWNER/NAME=PATH", help="verify that repo against a clone")
+    p.add_argument(
+        "--artifact", action="append", metavar="OWNER/NAME=FILE", help="verify that repo against a release artifact"
+    )
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.set_defaults(func=cmd_verify)
 

@@ -119,7 +119,7 @@ def render_matrix(library: Library) -> str:
 
 def evidence_files(entry: Entry, library: Library) -> dict[str, list[str]]:
     """Readset files by evidence level, as 'repo@commit:path (why)' labels."""
-    out: dict[str, list[str]] = {"verified": [], "partial": [], "unverified": []}
+    out: dict[str, list[str]] = {"verified": [], "artifact": [], "partial": [], "unverified": []}
     for r in entry.meta.readsets:
         manifest = library.manifests.get(r.repo, r.commit)
         for f in r.files:
@@ -127,6 +127,8 @@ def evidence_files(entry: Entry, library: Library) -> dict[str, list[str]]:
             label = f"{r.short}@{r.commit[:7]}:{f.path}"
             if level == "partial":
                 label += f" ({manifest.file})"
+            elif level == "artifact":
+                label += f" (release artifact {(manifest.artifact or {}).get('artifact', manifest.file)})"
             elif level == "unverified":
                 if manifest is None:
                     label += " (no manifest for this commit)"
@@ -193,8 +195,9 @@ def render_coverage(library: Library, report: DriftReport | None) -> str:
         "# Skill coverage",
         "",
         "Per entry: cited facts, triage rows and eval cases against the admission gates in",
-        "`schemas/tier-rules.yaml`, readset evidence (files verified against a full manifest, a partial one,",
-        "or not at all), what its status still misses, and whether upstream drift touches it.",
+        "`schemas/tier-rules.yaml`, readset evidence (files verified against a full git-tree manifest, against",
+        "a release artifact's full listing, only a partial one, or not at all), what its status still misses,",
+        "and whether upstream drift touches it.",
         "",
     ]
     if report is None:
@@ -206,18 +209,20 @@ def render_coverage(library: Library, report: DriftReport | None) -> str:
             "",
         ]
     out += [
-        "| Entry | Tier | Status | Cited facts | Triage rows | Eval cases | Files verified / partial / unverified "
+        "| Entry | Tier | Status | Cited facts | Triage rows | Eval cases "
+        "| Files verified / release artifact / partial / unverified "
         "| Own gates | To `covered` | Upstream drift |",
         "|---|---:|---|---:|---:|---:|---|---|---|---|",
     ]
     for e in entries:
         s = entry_stats(e, library)
-        unverified = s.readset_files - s.verified_files - s.partial_files
+        unverified = s.readset_files - s.verified_files - s.artifact_files - s.partial_files
         own = missing_gates(e, library)
         cov = to_covered(e, library)
         out.append(
             f"| {code(e.id)} | {e.meta.tier} | {e.meta.status.state.value} | {s.cited_facts} | {s.triage_rows} "
-            f"| {s.eval_cases} | {s.verified_files} / {s.partial_files} / {unverified} | {cell(gate_text(own))} "
+            f"| {s.eval_cases} | {s.verified_files} / {s.artifact_files} / {s.partial_files} / {unverified} "
+            f"| {cell(gate_text(own))} "
             f"| {'–' if cov is None else cell(gate_text(cov))} | {drift_cell(e, report, by_id)} |"
         )
     out += ["", "## Entries", ""]
@@ -240,7 +245,8 @@ def entry_details(
         f"- Tier {m.tier}, owner {code(m.owner)}, status **{state}**{reason}",
         f"- Empirical validation: {m.empirical_validation.state.value}",
         f"- Cited facts {s.cited_facts}, triage rows {s.triage_rows}, eval cases {s.eval_cases}",
-        f"- Readset files: {s.readset_files} ({len(files['verified'])} verified, {len(files['partial'])} partial, "
+        f"- Readset files: {s.readset_files} ({len(files['verified'])} verified, "
+        f"{len(files['artifact'])} verified against a release artifact, {len(files['partial'])} partial, "
         f"{len(files['unverified'])} unverified)",
         f"- Gates for `{state}`: {cell(gate_text(missing_gates(entry, library)))}",
     ]

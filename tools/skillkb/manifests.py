@@ -1,13 +1,26 @@
 """Upstream manifests: the file listing of a repository at a commit (path, blob, bytes, lines).
 
-``snapshot`` makes one from a git clone; ``ManifestStore`` loads the committed ones under
-``sources/manifests/`` so readsets can be verified without network or clone.
+Three kinds, told apart by the file name:
+
+- ``OWNER__NAME@COMMIT.tsv``: the whole git tree at the commit, made by ``snapshot`` from a clone;
+- ``OWNER__NAME@COMMIT.artifact.tsv``: every file of a published release artifact (an sdist or wheel),
+  made by ``snapshot_artifact``; the sidecar ``.artifact.json`` names the artifact, its sha256 and the
+  commit the artifact itself names. It is a full listing of what the artifact holds, so it verifies
+  readsets as well as a tree does, for the files the artifact contains;
+- ``OWNER__NAME@COMMIT.partial.tsv``: single files read from stored copies; never enough to verify.
+
+``ManifestStore`` loads the committed ones under ``sources/manifests/`` so readsets can be verified
+without network or clone.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import subprocess
+import tarfile
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,13 +30,17 @@ from .models import ManifestRow
 MANIFEST_DIR = Path("sources/manifests")
 HEADER = "path\tblob\tbytes\tlines"
 FILENAME = re.compile(
-    r"^(?P<owner>[A-Za-z0-9-]+)__(?P<name>[A-Za-z0-9_.-]+)@(?P<commit>[0-9a-f]{40})(?P<partial>\.partial)?\.tsv$"
+    r"^(?P<owner>[A-Za-z0-9-]+)__(?P<name>[A-Za-z0-9_.-]+)@(?P<commit>[0-9a-f]{40})"
+    r"(?:\.(?P<kind>partial|artifact))?\.tsv$"
 )
+GIT, PARTIAL, ARTIFACT = "git", "partial", "artifact"
+ARTIFACT_FIELDS = ("repo", "commit", "tag", "version", "artifact", "sha256", "url", "commit_named_by_artifact", "note")
 
 
-def manifest_filename(repo: str, commit: str, partial: bool = False) -> str:
+def manifest_filename(repo: str, commit: str, kind: str = GIT) -> str:
     owner, name = repo.split("/", 1)
-    return f"{owner}__{name}@{commit}{'.partial' if partial else ''}.tsv"
+    suffix = "" if kind == GIT else f".{kind}"
+    return f"{owner}__{name}@{commit}{suffix}.tsv"
 
 
 def count_lines(data: bytes) -> int:
@@ -88,6 +105,56 @@ def snapshot_rows(clone: Path, rev: str) -> tuple[str, list[ManifestRow]]:
     return commit, sorted(rows, key=lambda r: r.path.encode("utf-8", "surrogateescape"))
 
 
+def git_blob_sha(data: bytes) -> str:
+    """The SHA git gives these bytes as a blob (``git hash-object``)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def artifact_files(artifact: Path) -> dict[str, bytes]:
+    """Regular files of an sdist (``.tar.gz``) or wheel (``.whl``), by path; an sdist's top folder is cut."""
+    files: dict[str, bytes] = {}
+    name = artifact.name
+    if name.endswith((".tar.gz", ".tgz")):
+        with tarfile.open(artifact, "r:gz") as tar:
+            for member in tar.getmembers():
+                if member.isfile():
+                    handle = tar.extractfile(member)
+                    if handle is not None:
+                        files[member.name] = handle.read()
+        tops = {p.split("/", 1)[0] for p in files}
+        if len(tops) == 1 and all("/" in p for p in files):
+            files = {p.split("/", 1)[1]: data for p, data in files.items()}
+    elif name.endswith((".whl", ".zip")):
+        with zipfile.ZipFile(artifact) as archive:
+            for info in archive.infolist():
+                if not info.is_dir():
+                    files[info.filename] = archive.read(info)
+    else:
+        raise GitError(f"{artifact}: not an sdist (.tar.gz) or wheel (.whl)")
+    return files
+
+
+def artifact_rows(artifact: Path) -> list[ManifestRow]:
+    """One manifest row per regular file of the artifact, sorted by path bytes like ``snapshot_rows``."""
+    rows = [
+        ManifestRow(path=path, blob=git_blob_sha(data), bytes=len(data), lines=count_lines(data))
+        for path, data in artifact_files(artifact).items()
+    ]
+    return sorted(rows, key=lambda r: r.path.encode("utf-8", "surrogateescape"))
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def render_artifact_info(info: dict[str, str | None]) -> bytes:
+    return (json.dumps({k: info.get(k) for k in ARTIFACT_FIELDS}, indent=2, ensure_ascii=False) + "\n").encode()
+
+
 def render_manifest(rows: list[ManifestRow]) -> bytes:
     body = "".join(f"{r.path}\t{r.blob}\t{r.bytes}\t{r.lines}\n" for r in rows)
     return (HEADER + "\n" + body).encode("utf-8", "surrogateescape")
@@ -103,6 +170,11 @@ class Manifest:
     partial: bool
     file: str
     rows: dict[str, ManifestRow] = field(default_factory=dict)
+    artifact: dict | None = None  # the sidecar of a release-artifact manifest
+
+    @property
+    def kind(self) -> str:
+        return PARTIAL if self.partial else ARTIFACT if self.artifact is not None else GIT
 
 
 @dataclass
@@ -122,14 +194,20 @@ def parse_manifest(path: Path, display: str) -> tuple[Manifest | None, list[Diag
                 None,
                 "manifest-name",
                 "",
-                "manifest file name is not OWNER__NAME@COMMIT[.partial].tsv",
+                "manifest file name is not OWNER__NAME@COMMIT[.partial|.artifact].tsv",
                 "rename it, or write it with `skillkb readsets snapshot`",
             )
         ]
     manifest = Manifest(
-        repo=f"{match['owner']}/{match['name']}", commit=match["commit"], partial=bool(match["partial"]), file=display
+        repo=f"{match['owner']}/{match['name']}",
+        commit=match["commit"],
+        partial=match["kind"] == PARTIAL,
+        file=display,
     )
     problems: list[Diagnostic] = []
+    if match["kind"] == ARTIFACT:
+        manifest.artifact, found = _artifact_info(path.with_suffix(".json"), display, manifest)
+        problems += found
     text = path.read_text(encoding="utf-8", errors="surrogateescape")
     lines = text.split("\n")
     if not lines or lines[0] != HEADER:
@@ -168,6 +246,35 @@ def parse_manifest(path: Path, display: str) -> tuple[Manifest | None, list[Diag
     return manifest, problems
 
 
+def _artifact_info(path: Path, display: str, manifest: Manifest) -> tuple[dict, list[Diagnostic]]:
+    """The sidecar of a release-artifact manifest: what artifact it lists, and which commit that names."""
+    shown = display.removesuffix(".tsv") + ".json"
+
+    def problem(message: str, fix: str) -> tuple[dict, list[Diagnostic]]:
+        return {}, [Diagnostic(shown, None, "manifest-artifact", "", message, fix)]
+
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return problem("a release-artifact manifest needs its sidecar .artifact.json", "run `snapshot --artifact`")
+    except (OSError, ValueError) as exc:
+        return problem(f"sidecar is not JSON: {exc}", "regenerate it with `skillkb readsets snapshot --artifact`")
+    if not isinstance(info, dict) or not all(isinstance(info.get(k), str) for k in ("artifact", "sha256", "repo")):
+        return problem("sidecar lacks 'artifact', 'sha256' or 'repo'", "regenerate it with `snapshot --artifact`")
+    if info.get("repo") != manifest.repo or info.get("commit") != manifest.commit:
+        return problem(
+            f"sidecar names {info.get('repo')}@{info.get('commit')}, the file name {manifest.repo}@{manifest.commit}",
+            "regenerate both with `skillkb readsets snapshot --artifact`",
+        )
+    named = str(info.get("commit_named_by_artifact") or "").removeprefix("g")
+    if named and not manifest.commit.startswith(named):
+        return problem(
+            f"the artifact names commit {named}, which {manifest.commit} does not extend",
+            "pin the commit the artifact itself names",
+        )
+    return info, []
+
+
 def load_manifests(root: Path) -> tuple[ManifestStore, list[Diagnostic]]:
     store = ManifestStore()
     problems: list[Diagnostic] = []
@@ -175,6 +282,18 @@ def load_manifests(root: Path) -> tuple[ManifestStore, list[Diagnostic]]:
     if not folder.is_dir():
         return store, problems
     for path in sorted(folder.glob("*.tsv")):
+        if path.is_symlink() or not path.is_file():
+            problems.append(
+                Diagnostic(
+                    path.relative_to(root).as_posix(),
+                    None,
+                    "manifest-not-file",
+                    "",
+                    "manifest is a symlink or not a regular file",
+                    "commit the manifest itself",
+                )
+            )
+            continue
         manifest, found = parse_manifest(path, path.relative_to(root).as_posix())
         problems.extend(found)
         if manifest is None:

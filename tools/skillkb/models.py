@@ -246,7 +246,10 @@ class ReadsetSummary(Strict):
     commit: Sha
     tag: str | None
     files: int
-    evidence: Literal["verified", "partial", "unverified"]
+    evidence: Literal["verified", "artifact", "partial", "unverified"] = Field(
+        description="verified: a full git-tree manifest lists every file with its blob; artifact: a published "
+        "release artifact's full listing does; partial: only single stored copies; unverified: no match"
+    )
 
 
 class IndexEntry(Strict):

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from .diagnostics import Diagnostic
 from .fsutil import atomic_write
 from .loader import Library
 from .manifests import (
+    ARTIFACT,
     MANIFEST_DIR,
     GitError,
+    artifact_files,
+    artifact_rows,
     blob_contents,
     count_lines,
+    file_sha256,
+    git_blob_sha,
     manifest_filename,
+    render_artifact_info,
     render_manifest,
     resolve_commit,
     snapshot_rows,
@@ -27,6 +34,93 @@ def snapshot(clone: Path, repo: str, rev: str, out_dir: Path) -> Path:
     path = out_dir / manifest_filename(repo, commit)
     atomic_write(path, render_manifest(rows))
     return path
+
+
+VERSION_COMMIT = re.compile(r"""commit_id\s*=\s*['"](g?[0-9a-f]{7,40})['"]""")
+
+
+def named_commit(files: dict[str, bytes]) -> str | None:
+    """The commit a release artifact names for itself (setuptools-scm's ``_version.py``), if any."""
+    for path in sorted(p for p in files if p.endswith("/_version.py") and p.count("/") <= 2):
+        match = VERSION_COMMIT.search(files[path].decode("utf-8", "replace"))
+        if match:
+            return match[1]
+    return None
+
+
+def snapshot_artifact(
+    artifact: Path, repo: str, commit: str, out_dir: Path, tag: str | None = None, url: str | None = None
+) -> Path:
+    """Write ``OWNER__NAME@COMMIT.artifact.tsv`` (every file of a release sdist/wheel) and its sidecar.
+
+    ``commit`` is the full commit of the release tag; when the artifact names a commit itself (its
+    ``_version.py``), the sidecar records it and loading refuses a ``commit`` that does not extend it.
+    """
+    if not re.fullmatch(r"[0-9a-f]{40}", commit):
+        raise GitError(f"--commit must be the full 40-hex commit of the release tag, got '{commit}'")
+    if not artifact.is_file():
+        raise GitError(f"no artifact file at {artifact}")
+    named = named_commit(artifact_files(artifact))
+    if named and not commit.startswith(named.removeprefix("g")):
+        raise GitError(f"{artifact.name} names commit {named}; {commit} does not extend it")
+    path = out_dir / manifest_filename(repo, commit, ARTIFACT)
+    atomic_write(path, render_manifest(artifact_rows(artifact)))
+    version = re.sub(r"^[A-Za-z0-9_]+-(.+?)(\.tar\.gz|\.tgz|-.*\.whl|\.whl|\.zip)$", r"\1", artifact.name)
+    info = {
+        "repo": repo,
+        "commit": commit,
+        "tag": tag,
+        "version": version,
+        "artifact": artifact.name,
+        "sha256": file_sha256(artifact),
+        "url": url,
+        "commit_named_by_artifact": named,
+        "note": "Every regular file of the published artifact (sdist top folder cut); blobs are git blob SHAs.",
+    }
+    atomic_write(path.with_suffix(".json"), render_artifact_info(info))
+    return path
+
+
+def verify_against_artifact(library: Library, repo: str, artifact: Path) -> list[Diagnostic]:
+    """Check the artifact is the one the manifest records (sha256), then every readset file of ``repo`` in it."""
+    out: list[Diagnostic] = []
+    manifests = [m for m in library.manifests.manifests.values() if m.repo == repo and m.kind == ARTIFACT]
+    if not artifact.is_file():
+        return [Diagnostic(str(artifact), None, "artifact-missing", "", "no such file", "pass the downloaded sdist")]
+    digest = file_sha256(artifact)
+    recorded = [m for m in manifests if (m.artifact or {}).get("sha256") == digest]
+    if not recorded:
+        return [
+            Diagnostic(
+                str(artifact),
+                None,
+                "artifact-unknown",
+                "",
+                f"sha256 {digest} matches no release-artifact manifest of {repo}",
+                "download the artifact the manifest's sidecar names, or snapshot this one",
+            )
+        ]
+    files = {path: git_blob_sha(data) for path, data in artifact_files(artifact).items()}
+    commits = {m.commit for m in recorded}
+    for entry in library.sorted_entries():
+        if entry.meta is None or entry.meta_yaml is None:
+            continue
+        for i, readset in enumerate(entry.meta.readsets):
+            if readset.repo != repo or readset.commit not in commits:
+                continue
+            for rfile in readset.files:
+                if files.get(rfile.path) != rfile.blob:
+                    out.append(
+                        Diagnostic(
+                            entry.meta_path,
+                            entry.meta_yaml.line_of(("readsets", i)),
+                            "artifact-blob-mismatch",
+                            "readsets",
+                            f"{rfile.path}: not in {artifact.name} with blob {rfile.blob}",
+                            "record the blob of the file as the artifact holds it",
+                        )
+                    )
+    return out
 
 
 def verify_against_manifests(library: Library) -> list[Diagnostic]:
@@ -104,4 +198,11 @@ def _verify_readset(file: str, line: int | None, readset, clone: Path) -> list[D
     return out
 
 
-__all__ = ["MANIFEST_DIR", "snapshot", "verify_against_clone", "verify_against_manifests"]
+__all__ = [
+    "MANIFEST_DIR",
+    "snapshot",
+    "snapshot_artifact",
+    "verify_against_artifact",
+    "verify_against_clone",
+    "verify_against_manifests",
+]

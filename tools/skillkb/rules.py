@@ -36,6 +36,7 @@ class Rules:
     sections: tuple[str, ...]
     skill_md_bytes: int
     skill_md_lines: int
+    covered_evidence: tuple[str, ...] = ("verified",)  # readset evidence levels the covered gate accepts
 
     def gate_for(self, tier: int, state: str) -> Gate:
         if state == "covered":
@@ -66,4 +67,5 @@ def load_rules(root: Path) -> Rules:
         sections=tuple(raw["sections"]),
         skill_md_bytes=int(raw["limits"]["skill_md_bytes"]),
         skill_md_lines=int(raw["limits"]["skill_md_lines"]),
+        covered_evidence=tuple(gates["covered"].get("evidence") or ("verified",)),
     )

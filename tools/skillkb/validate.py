@@ -10,7 +10,7 @@ from pathlib import Path
 from .citations import CITATION, count_cited_facts, find_citations, malformed_citations, resolve
 from .diagnostics import Diagnostic, sort_key
 from .loader import Document, Entry, Library, load_library
-from .manifests import ManifestStore
+from .manifests import ARTIFACT, PARTIAL, ManifestStore
 from .models import SKILL_NAME, Readset, Status
 
 ALLOWED_FRONTMATTER = ("name", "description", "license", "compatibility", "metadata", "allowed-tools")
@@ -38,6 +38,7 @@ class EntryStats:
     readset_files: int
     verified_files: int
     partial_files: int
+    artifact_files: int = 0  # verified against a release-artifact manifest
 
 
 def triage_rows(entry: Entry) -> int:
@@ -54,12 +55,12 @@ def file_evidence(manifests: ManifestStore, readset: Readset, path: str, blob: s
     row = manifest.rows.get(path) if manifest else None
     if row is None or row.blob != blob:
         return "unverified"
-    return "partial" if manifest.partial else "verified"
+    return {PARTIAL: "partial", ARTIFACT: "artifact"}.get(manifest.kind, "verified")
 
 
 def readset_evidence(manifests: ManifestStore, readset: Readset) -> str:
     levels = {file_evidence(manifests, readset, f.path, f.blob) for f in readset.files}
-    for level in ("unverified", "partial"):
+    for level in ("unverified", "partial", "artifact"):
         if level in levels:
             return level
     return "verified"
@@ -78,6 +79,7 @@ def entry_stats(entry: Entry, library: Library) -> EntryStats:
         readset_files=sum(evidence.values()),
         verified_files=evidence["verified"],
         partial_files=evidence["partial"],
+        artifact_files=evidence["artifact"],
     )
 
 
@@ -99,10 +101,15 @@ def missing_gates(entry: Entry, library: Library, state: str | None = None) -> l
     if state == "covered":
         if not meta.readsets:
             missing.append("no readset")
-        elif stats.verified_files < stats.readset_files:
-            weak = stats.readset_files - stats.verified_files
-            kind = "partial-manifest" if stats.partial_files else "unverified"
-            missing.append(f"{weak} readset file(s) not verified against a full manifest ({kind})")
+        else:
+            artifact_ok = "artifact" in library.rules.covered_evidence
+            accepted = stats.verified_files + (stats.artifact_files if artifact_ok else 0)
+            if accepted < stats.readset_files:
+                weak = stats.readset_files - accepted
+                kind = "partial-manifest" if stats.partial_files else "unverified"
+                if stats.artifact_files and not artifact_ok:
+                    kind = "release-artifact manifests are not accepted by schemas/tier-rules.yaml"
+                missing.append(f"{weak} readset file(s) not verified against a full manifest ({kind})")
         absent = [
             a for a in library.rules.tiers[meta.tier].required_anchors if getattr(meta.version_anchors, a) is None
         ]

@@ -359,8 +359,8 @@ BAD_INPUT = [
         "skill-md-is-a-folder",
         both(lambda root: (root / SKILL).unlink(), lambda root: (root / SKILL).mkdir()),
         SKILL,
-        "file-unreadable",
-        "cannot read",
+        "not-regular-file",
+        "not a regular file",
     ),
     (
         "covered-gates-unmet",
@@ -384,7 +384,7 @@ BAD_INPUT = [
         "meta-schema",
         "needs 'hardware' and 'date'",
     ),
-    ("symlink-escape", symlink_outside, f"{FEATURE}/references/leak.md", "symlink-escape", "outside the repository"),
+    ("symlink-escape", symlink_outside, f"{FEATURE}/references/leak.md", "symlink", "symlinks are refused"),
     (
         "non-utf8",
         write(SKILL, b"---\nname: demo-feature\ndescription: caf\xe9\n---\n"),
@@ -426,7 +426,7 @@ BAD_INPUT = [
         edit(SKILL, "## Configuration\n\nText.", "## Configuration\n\n[click](javascript:alert(1))"),
         SKILL,
         "unsafe-link",
-        "runs script",
+        "only http, https and mailto are allowed",
     ),
     (
         "relative-link-escape",

@@ -201,3 +201,59 @@ def test_dashboard_charts_render(page, base_url: str) -> None:
         assert loaded, chart.get_attribute("src")
     assert page.locator("article table").count() >= 4
     assert page.recorder.problems == []
+
+
+# ------------------------------------------------------------------------ hostile values, real browser
+
+HOSTILE = {  # entry.yaml text -> replacement carrying a payload (each must show as text, never run)
+    "title: Demo demo-feature": "title: 'Pools & [x](javascript:alert(1)) {onclick=alert(2)} *b*'",
+    "title_zh: 演示条目": "title_zh: '演示 [y](javascript:alert(3)) {onmouseover=alert(4)}'",
+    "evidence: Nothing ran; a log from real hardware would raise it.": (
+        "evidence: '<script>alert(5)</script><img src=x onerror=alert(6)>'"
+    ),
+    "scope: the pool": "scope: '<svg onload=alert(7)> <details open ontoggle=alert(8)>'",
+    "cross_refs: []": (
+        "cross_refs:\n  - {id: hardware/ascend/demo-constraint, relation: see-also,\n"
+        "     note: '<input autofocus onfocus=alert(9)>'}\nstatus_note_unused: null"
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def hostile_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from conftest import write_library
+
+    root = write_library(tmp_path_factory.mktemp("hostile") / "lib")
+    meta = root / "hardware/ascend/demo-feature/entry.yaml"
+    text = meta.read_text(encoding="utf-8")
+    for old, new in HOSTILE.items():
+        text = text.replace(old, new.replace("\nstatus_note_unused: null", ""))
+    meta.write_text(text, encoding="utf-8")
+    config = (REPO_ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    hooks = (REPO_ROOT / "tools" / "skillkb" / "site_hooks.py").as_posix()
+    (root / "mkdocs.yml").write_text(config.replace("tools/skillkb/site_hooks.py", hooks), encoding="utf-8")
+    (root / "docs").mkdir()
+    (root / "docs" / "index.md").write_text("# Hostile demo\n\nHome.\n", encoding="utf-8")
+    built = site.build_site(root, root.parent / "site", strict=True)
+    handler = functools.partial(_QuietHandler, directory=str(built))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+def test_hostile_entry_values_fire_no_dialog(page, hostile_url: str) -> None:
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    paths = ["", "hardware/ascend/demo-feature/", "topics/", "versions/", "evals/", "hardware/ascend/demo-constraint/"]
+    for path in paths:
+        visit(page, hostile_url + path)
+        page.mouse.move(400, 300)  # hover and focus handlers would fire now
+        page.keyboard.press("Tab")
+        page.wait_for_timeout(300)
+    visit(page, hostile_url + "hardware/ascend/demo-feature/")
+    assert page.get_by_text("<script>alert(5)</script>", exact=False).first.is_visible()
+    assert page.locator("article h1").count() == 1
+    assert dialogs == []
+    assert page.evaluate("() => document.querySelectorAll('[onerror],[onload],[onclick],[onfocus]').length") == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -90,7 +91,11 @@ def test_layout_catalog_and_lock(lib: Path, tmp_path: Path) -> None:
         assert f"<name>{name}</name>" in catalog and f"<location>{name}/SKILL.md</location>" in catalog
     lock = json.loads((target / LOCK_FILE).read_text(encoding="utf-8"))
     assert lock["skills"]["demo-feature"]["id"] == FEATURE
-    assert lock["skills"]["demo-feature"]["files"] == ["SKILL.md", "references/notes.md"]
+    files = lock["skills"]["demo-feature"]["files"]
+    assert sorted(files) == ["SKILL.md", "references/notes.md"]
+    for rel, digest in files.items():  # every file the export wrote, with the sha256 it wrote
+        assert digest == "sha256:" + hashlib.sha256((target / "demo-feature" / rel).read_bytes()).hexdigest()
+    assert lock["catalog"] == "sha256:" + hashlib.sha256((target / CATALOG_FILE).read_bytes()).hexdigest()
 
 
 def test_citations_become_links_to_the_pinned_commit(lib: Path, tmp_path: Path) -> None:
@@ -137,8 +142,14 @@ def test_check_names_edited_missing_and_stray_folders(lib: Path, tmp_path: Path,
     assert "demo-mechanism: missing" in err
     assert "my-own-skill: stray folder (not created by skillkb export)" in err
     assert "demo-constraint" not in err
-    # re-exporting repairs what it owns and leaves the foreign folder alone
-    export(library, target)
+    # re-exporting refuses to overwrite the local edit; --force repairs it and leaves the foreign folder alone
+    capsys.readouterr()
+    assert main(["--root", str(lib), "export", "--target", str(target)]) == 2
+    assert "changed since the last export or not written by it: demo-feature/references/notes.md" in (
+        capsys.readouterr().err
+    )
+    assert edited.read_text(encoding="utf-8").endswith("local edit\n")
+    export(library, target, force=True)
     assert check(library, target) == ["my-own-skill: stray folder (not created by skillkb export)"]
     assert (target / "my-own-skill").is_dir()
 
@@ -164,7 +175,10 @@ def test_refuses_targets_inside_the_library_and_foreign_folders(lib: Path, tmp_p
         assert main(["--root", str(lib), "export", "--target", str(bad)]) == 2
         assert "--target" in capsys.readouterr().err
     assert not (lib / FEATURE / "out").exists() and not (lib / "hardware" / "skills").exists()
-    assert main(["--root", str(lib), "export", "--target", str(lib / ".agents" / "skills")]) == 0
+    for inside in (lib / ".agents" / "skills", lib / "schemas" / "x", lib / ".git" / "hooks", lib / "tools"):
+        assert main(["--root", str(lib), "export", "--target", str(inside)]) == 2
+        assert "inside the library" in capsys.readouterr().err
+    assert not (lib / ".agents").exists()
     target = tmp_path / "skills"
     (target / "demo-feature").mkdir(parents=True)
     (target / "demo-feature" / "SKILL.md").write_text("mine\n")

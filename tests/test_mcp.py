@@ -18,7 +18,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from skillkb import api
 from skillkb.mcp_server import LibraryService, build_server
-from skillkb.retrieval import estimate_tokens
+from skillkb.tokenize import estimate_tokens
 
 from conftest import DEMO_COMMIT, DEMO_REPO
 

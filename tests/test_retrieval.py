@@ -107,7 +107,7 @@ def test_hostile_queries_never_crash(engine: SearchEngine, query: str) -> None:
 def test_cli_search_json_interface(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--root", str(REPO_ROOT), "search", "207008 capture", "--retriever", "bm25", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"query", "retriever", "results", "abstained"}
+    assert set(out) == {"query", "retriever", "results", "abstained", "related", "library_problems"}
     assert out["retriever"] == "bm25"
     assert set(out["results"][0]) == {"id", "title", "score", "section", "heading", "path"}
     assert out["results"][0]["id"] == ACL

@@ -33,6 +33,12 @@ def load_or_fail(root: Path) -> Library:
 
 
 def verify_readsets(root: Path, clones: dict[str, Path], artifacts: dict[str, Path] | None = None) -> list[Diagnostic]:
+    for repo, clone in sorted(clones.items()):
+        if not clone.is_dir():
+            raise UsageError(f"--clone {repo}={clone}: no such directory (pass a git clone of {repo})")
+    for repo, artifact in sorted((artifacts or {}).items()):
+        if not artifact.is_file():
+            raise UsageError(f"--artifact {repo}={artifact}: no such file (pass the downloaded sdist)")
     library = load_or_fail(root)
     out = verify_against_manifests(library)
     for repo, clone in sorted(clones.items()):
@@ -100,11 +106,40 @@ def evaluate(
         atomic_write(target, (json.dumps(ev.baseline_payload(run), indent=2, sort_keys=True) + "\n").encode())
     if gate:
         baseline_path = gate if gate.is_absolute() else root / gate
-        baseline = json.loads(baseline_path.read_text(encoding="utf-8"))
+        if not baseline_path.is_file():
+            raise UsageError(f"--gate {gate}: no such file (record one with `skillkb eval --write-baseline FILE`)")
+        try:
+            baseline = json.loads(baseline_path.read_text(encoding="utf-8"))
+            if not isinstance(baseline.get("metrics"), dict) or not isinstance(baseline.get("cases"), dict):
+                raise ValueError("no 'metrics' or 'cases' object")
+        except (ValueError, AttributeError, UnicodeDecodeError) as exc:
+            raise UsageError(
+                f"--gate {gate} is not a skillkb baseline ({exc}); re-record it with --write-baseline"
+            ) from None
         if baseline.get("retriever") != retriever:
             raise UsageError(f"baseline is for '{baseline.get('retriever')}', not '{retriever}'")
         result["gate_problems"] = ev.gate(run, baseline)
     return result
+
+
+def list_entries(root: Path, tier: int | None = None, status: str | None = None) -> list[dict]:
+    """One short record per entry (id, name, tier, status, reason, title), filtered by tier and status."""
+    library = load_or_fail(root)
+    return [
+        {
+            "id": e.id,
+            "name": e.name,
+            "tier": e.meta.tier,
+            "status": e.meta.status.state.value,
+            "status_reason": e.meta.status.reason,
+            "title": e.meta.title,
+            "title_zh": e.meta.title_zh,
+        }
+        for e in library.sorted_entries()
+        if e.meta is not None
+        and (tier is None or e.meta.tier == tier)
+        and (status is None or e.meta.status.state.value == status)
+    ]
 
 
 def show(root: Path, entry_id: str) -> dict:
@@ -112,7 +147,7 @@ def show(root: Path, entry_id: str) -> dict:
     entry_id = entry_id.strip("/")
     matches = [e for e in library.sorted_entries() if entry_id in (e.id, e.name)]
     if not matches:
-        raise UsageError(f"no entry '{entry_id}'; `skillkb index` lists them in skill-index.json")
+        raise UsageError(f"no entry '{entry_id}'; `skillkb list` shows every entry id")
     entry = matches[0]
     record = next(e for e in build_index(library).entries if e.id == entry.id).model_dump(mode="json")
     record["missing_gates"] = missing_gates(entry, library)
@@ -128,6 +163,7 @@ __all__ = [
     "build_index",
     "evaluate",
     "index_drift",
+    "list_entries",
     "load_library",
     "load_or_fail",
     "search",

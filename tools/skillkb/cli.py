@@ -9,10 +9,11 @@ import os
 import sys
 from pathlib import Path
 
-from .diagnostics import Diagnostic, GitError, SkillkbError, UsageError, errors_only, to_json
+from .diagnostics import Diagnostic, GitError, MissingExtra, SkillkbError, UsageError, errors_only, to_json
 from .retrieval import DEFAULT_RETRIEVER, RETRIEVERS, search
 
 RETRIEVER_CHOICES = list(RETRIEVERS)
+COUNT_METRICS = ("cases", "in_scope", "out_of_scope")
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -22,7 +23,31 @@ def find_root(start: Path) -> Path:
     for folder in (start, *start.parents):
         if (folder / "schemas" / "tier-rules.yaml").is_file():
             return folder
-    raise SystemExit(f"skillkb: no library found at or above {start} (no schemas/tier-rules.yaml); pass --root")
+    raise UsageError(f"no library found at or above {start} (no schemas/tier-rules.yaml); pass --root")
+
+
+def library_root(given: Path | None) -> Path:
+    """``--root`` checked (it must be a library folder), or the library found upwards from the cwd."""
+    if given is None:
+        return find_root(Path.cwd()).resolve()
+    root = given.expanduser().resolve()
+    if not root.is_dir():
+        raise UsageError(f"--root {given}: no such folder")
+    if not (root / "schemas" / "tier-rules.yaml").is_file():
+        raise UsageError(f"--root {given} is not a library (no schemas/tier-rules.yaml there)")
+    return root
+
+
+def safe_streams() -> None:
+    """Never die printing: characters the terminal's encoding lacks come out as escapes."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+
+
+def utf8_stdout() -> bool:
+    return (getattr(sys.stdout, "encoding", "") or "").lower().replace("-", "") in ("utf8", "utf8sig")
 
 
 def print_diagnostics(diagnostics: list[Diagnostic], fmt: str) -> int:
@@ -113,17 +138,32 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_search(args: argparse.Namespace) -> int:
     retriever = args.retriever or DEFAULT_RETRIEVER
-    result = search(args.root, args.query, k=args.k, retriever=retriever, tier=args.tier)
+    result = search(args.root, args.query, k=args.k, retriever=retriever, tier=args.tier, explain=args.explain)
+    for problem in result.library_problems:
+        print(f"skillkb: warning: skipped while loading the library: {problem}", file=sys.stderr)
     if args.json:
-        print(json.dumps(result.public(), ensure_ascii=False))
+        print(json.dumps(result.public(), ensure_ascii=not utf8_stdout()))
+        return EXIT_OK
+    if not result.query:
+        print("The query is empty.")
         return EXIT_OK
     if result.abstained:
-        print("No skill in the library answers this query." if result.query else "The query is empty.")
-        return EXIT_OK
+        print("No skill in the library answers this query.")
+        if result.related:
+            print("Nearest entries (related, not an answer): " + ", ".join(h.id for h in result.related))
     for rank, hit in enumerate(result.results, start=1):
         print(f"{rank}. {hit.id}  [{hit.score:.4f}]  § {hit.heading}")
         print(f"   {hit.title}\n   {hit.path}#{hit.section}")
+    if args.explain and result.explanation:
+        print(render_explanation(result.explanation))
     return EXIT_OK
+
+
+def render_explanation(explanation: dict) -> str:
+    """The ``--explain`` block: query terms, per-hit matched fields and signatures, abstention features."""
+    from .explain import render
+
+    return render(explanation)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -147,7 +187,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     else:
         print(f"retriever {report['retriever']}  cases {int(report['metrics']['cases'])}")
         for name, value in report["metrics"].items():
-            print(f"  {name:22s} {value:.4f}")
+            print(f"  {name:22s} {int(value)}" if name in COUNT_METRICS else f"  {name:22s} {value:.4f}")
         for lang, metrics in report["by_lang"].items():
             print(
                 f"  [{lang}] hit@1 {metrics['hit@1']:.4f}  mrr@10 {metrics['mrr@10']:.4f}  "
@@ -157,8 +197,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"  failing cases: {len(failing)}")
         for case in failing[:30]:
             print(f"    {case['id']}: {case['query'][:70]!r} -> {case['ranked'][:2] or 'abstained'}")
+    comparison = report.get("comparison")
+    if comparison and not args.json:
+        print(
+            f"  paired randomisation on {comparison['metric']} over {comparison['cases']} in-scope cases: "
+            f"{comparison['a']} {comparison['mean_a']:.4f} vs {comparison['b']} {comparison['mean_b']:.4f}, "
+            f"p = {comparison['p_value']:.4f}"
+        )
     for line in outcome.get("notes", []):
-        print(line, file=sys.stderr)
+        if not line.startswith("paired randomisation"):
+            print(line, file=sys.stderr)
     problems = outcome.get("gate_problems", [])
     for problem in problems:
         print(f"GATE: {problem}", file=sys.stderr)
@@ -167,14 +215,29 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return EXIT_FAIL if problems else EXIT_OK
 
 
+def cmd_list(args: argparse.Namespace) -> int:
+    from . import api
+
+    rows = api.list_entries(args.root, tier=args.tier, status=args.status)
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=not utf8_stdout()))
+        return EXIT_OK
+    for row in rows:
+        print(f"{row['id']:60s} tier {row['tier']}  {row['status']:9s}  {row['title']}")
+    print(f"{len(rows)} entr{'y' if len(rows) == 1 else 'ies'}")
+    return EXIT_OK
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     from . import api
 
     record = api.show(args.root, args.id)
     if args.json:
-        print(json.dumps(record, indent=2, ensure_ascii=False))
+        print(json.dumps(record, indent=2, ensure_ascii=not utf8_stdout()))
         return EXIT_OK
     print(f"{record['id']}  (tier {record['tier']}, {record['status']}, validation {record['validation']})")
+    if record.get("status_reason"):
+        print(f"  why {record['status']}: {record['status_reason']}")
     print(f"  {record['title']} / {record['title_zh']}")
     print(f"  owner: {record['owner']}   digest: {record['digest']}")
     for readset in record["readsets"]:
@@ -240,6 +303,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_show)
 
+    p = sub.add_parser("list", help="list the entries: id, tier, status and title")
+    p.add_argument("--tier", type=int, choices=[1, 2, 3], default=None, help="only entries of this tier")
+    p.add_argument("--status", choices=["candidate", "to-refine", "covered", "deferred"], default=None)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_list)
+
     p = sub.add_parser("search", help="find the skills that answer a query (English, Chinese, error strings)")
     p.add_argument("query", help="what you are looking for, e.g. an error message")
     p.add_argument("--k", type=int, default=5, help="number of results (default 5)")
@@ -251,6 +320,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument("--tier", type=int, choices=[1, 2, 3], default=None, help="only entries of this tier")
     p.add_argument("--json", action="store_true", help="print the machine-readable result")
+    p.add_argument(
+        "--explain", action="store_true", help="show which query terms matched which fields and signatures, and why"
+    )
     p.set_defaults(func=cmd_search)
 
     p = sub.add_parser("eval", help="evaluate retrieval on labelled cases; --gate fails on regressions")
@@ -309,11 +381,12 @@ def _first_command(argv: list[str]) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
+    safe_streams()
     args_list = sys.argv[1:] if argv is None else argv
     parser = build_parser(_first_command(args_list))
     args = parser.parse_args(args_list)
-    args.root = (args.root or find_root(Path.cwd())).resolve()
     try:
+        args.root = library_root(args.root)
         return args.func(args)
     except UsageError as exc:
         print(f"skillkb: {exc}", file=sys.stderr)
@@ -322,6 +395,15 @@ def main(argv: list[str] | None = None) -> int:
         return print_diagnostics(exc.diagnostics, getattr(args, "format", "text"))
     except GitError as exc:
         print(f"skillkb: git: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+    except MissingExtra as exc:
+        print(f"skillkb: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:  # a path the user gave cannot be read or written: say which, never a traceback
+        where = exc.filename or "a file"
+        print(
+            f"skillkb: cannot use {where}: {exc.strerror or exc} (check the path and its permissions)", file=sys.stderr
+        )
         return EXIT_FAIL
 
 

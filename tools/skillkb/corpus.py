@@ -8,7 +8,7 @@ measurable stand-in for BM25F): see ``FieldWeights``.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -51,6 +51,7 @@ class Doc:
     text: str  # text shown as a snippet
     index_text: str  # text the retriever indexes (fields repeated per weights)
     tier: int
+    fields: dict[str, str] = field(default_factory=dict)  # the indexed fields by name, for --explain
 
 
 def _strip_citations(text: str) -> str:
@@ -89,6 +90,7 @@ def entry_docs(entry: Entry, weights: FieldWeights = DEFAULT_WEIGHTS) -> list[Do
                 entry.description,
                 card_text,
                 meta.tier,
+                {"title": titles, "description": entry.description, "keywords": keywords},
             )
         )
     for section in entry.sections():
@@ -116,6 +118,7 @@ def entry_docs(entry: Entry, weights: FieldWeights = DEFAULT_WEIGHTS) -> list[Do
                     section.text,
                     index_text,
                     meta.tier,
+                    {"heading": " / ".join(section.heading_path), "body": body},
                 )
             )
     return docs

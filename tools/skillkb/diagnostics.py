@@ -41,6 +41,27 @@ class UsageError(Exception):
     """A command was called with arguments that cannot work."""
 
 
+class MissingExtra(Exception):
+    """An optional dependency is not installed; the message names the extra that brings it."""
+
+    def __init__(self, what: str, extra: str, module: str):
+        self.extra = extra
+        super().__init__(
+            f"{what} needs the '{extra}' extra ({module} is not installed): .venv/bin/pip install -e '.[{extra}]'"
+            + (" (install torch==2.13.0 first, as scripts/setup.sh --all does)" if extra == "dense" else "")
+        )
+
+
+def require(module: str, extra: str, what: str):
+    """Import ``module`` or raise ``MissingExtra`` naming the extra to install."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingExtra(what, extra, module) from exc
+
+
 class GitError(RuntimeError):
     """git failed (missing commit, not a repository, git not installed)."""
 

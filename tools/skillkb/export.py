@@ -5,9 +5,11 @@ citations rewritten as links to the upstream files at the pinned commits. Next t
 
 - ``available_skills.xml``: the ``<available_skills>`` catalogue (name, description, location relative
   to the target) that agents without native skill discovery paste into their system prompt;
-- ``skills-lock.json``: per exported folder its entry id and sha256 digest (``fsutil.folder_digest``).
-  The lock is also the record of which folders the export created: only those are ever rewritten or
-  removed; any other folder in the target is left alone (``--check`` reports it as stray).
+- ``skills-lock.json``: per exported folder its entry id, sha256 digest (``fsutil.folder_digest``) and
+  every file's sha256, plus the catalogue's. The lock is the record of what the export wrote: only those
+  files are ever rewritten, and only while unchanged (``--force`` overwrites edits); files a user added
+  are never deleted; a folder is removed only while exactly as exported; any other folder in the target
+  is left alone (``--check`` reports it as stray). Targets inside the library are refused.
 
 Writes are atomic and deterministic, so re-running is byte-identical.
 """
@@ -27,12 +29,12 @@ from pathlib import Path
 from .agent_text import link_citations
 from .api import UsageError, load_or_fail
 from .fsutil import atomic_write, folder_digest, folder_files
-from .loader import ENTRY_ROOTS, SKILL_FILE, Entry, Library, split_frontmatter
+from .loader import SKILL_FILE, Entry, Library, split_frontmatter
 from .models import Status
 
 CATALOG_FILE = "available_skills.xml"
 LOCK_FILE = "skills-lock.json"
-LOCK_VERSION = 1
+LOCK_VERSION = 2
 GENERATOR = "skillkb export"
 SAFE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 STATUSES = tuple(s.value for s in Status)
@@ -121,18 +123,21 @@ def render_catalog(plan: ExportPlan) -> bytes:
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
-def render_lock(plan: ExportPlan, tier: int | None, status: str | None) -> bytes:
+def render_lock(plan: ExportPlan, tier: int | None, status: str | None, catalog_digest: str) -> bytes:
+    """The lock: per folder its entry, digest and every file's sha256 — the record of what the export
+    wrote, so it never overwrites or deletes anything else."""
     data = {
         "generator": GENERATOR,
         "version": LOCK_VERSION,
         "filters": {"tier": tier, "status": status},
+        "catalog": catalog_digest,
         "skills": {
             name: {
                 "id": entry.id,
                 "tier": entry.meta.tier if entry.meta else None,
                 "status": entry.meta.status.state.value if entry.meta else None,
                 "digest": files_digest(plan.files[name]),
-                "files": sorted(plan.files[name]),
+                "files": {rel: sha256(data) for rel, data in sorted(plan.files[name].items())},
             }
             for name, entry in sorted(plan.entries.items())
         },
@@ -144,27 +149,28 @@ def render_lock(plan: ExportPlan, tier: int | None, status: str | None) -> bytes
 
 
 def check_target(library: Library, target: Path) -> Path:
-    """The resolved target, refusing places where exported folders would mix with the library itself."""
+    """The resolved target, refusing places inside the library (its sources, .git, tools …) and files."""
     resolved = target.expanduser().resolve()
     root = library.root.resolve()
-    if resolved.exists() and not resolved.is_dir():
-        raise UsageError(f"--target {target} is a file; pass a folder (e.g. .claude/skills)")
+    for ancestor in (resolved, *resolved.parents):
+        if ancestor.exists() and not ancestor.is_dir():
+            where = "is a file" if ancestor == resolved else f"lies under the file {ancestor}"
+            raise UsageError(f"--target {target} {where}; pass a folder (e.g. ~/project/.claude/skills)")
     if resolved == root or root.is_relative_to(resolved):
-        raise UsageError(f"--target {target} holds the library itself; pass a folder such as .agents/skills")
-    for top in ENTRY_ROOTS:
-        if resolved.is_relative_to(root / top):
-            raise UsageError(f"--target {target} is inside the library's {top}/ tree; export outside the entries")
-    for entry in library.sorted_entries():
-        if resolved.is_relative_to(entry.folder.resolve()):
-            raise UsageError(f"--target {target} is inside the entry folder {entry.id}")
+        raise UsageError(f"--target {target} holds the library itself; pass a folder outside it")
+    if resolved.is_relative_to(root):
+        raise UsageError(
+            f"--target {target} is inside the library ({root}); export into the project that uses the skills, "
+            "e.g. ~/project/.claude/skills"
+        )
     return resolved
 
 
-def read_lock(target: Path) -> dict[str, dict]:
-    """Folders the export created earlier (name -> lock record); refuses a lock it cannot trust."""
+def read_lock(target: Path) -> dict:
+    """The export's own record of what it wrote (empty when there is none); refuses a lock it cannot trust."""
     path = target / LOCK_FILE
     if not path.exists():
-        return {}
+        return {"skills": {}}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         skills = data["skills"]
@@ -177,7 +183,9 @@ def read_lock(target: Path) -> dict[str, dict]:
     bad = sorted(name for name in skills if not isinstance(name, str) or not SAFE_NAME.match(name))
     if bad:
         raise UsageError(f"{path} names folders that are not skill names: {', '.join(map(str, bad))}")
-    return skills
+    if not all(isinstance(record, dict) for record in skills.values()):
+        raise UsageError(f"{path} has malformed skill records; move it away or choose another --target")
+    return data
 
 
 def target_folders(target: Path) -> list[str]:
@@ -194,47 +202,89 @@ def _owned_folder(target: Path, name: str) -> Path | None:
     return folder if folder.resolve().parent == target else None
 
 
+def sha256(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def pristine(folder: Path, record: dict) -> bool:
+    """True when the folder holds exactly what the export wrote there (its recorded digest)."""
+    return folder.is_dir() and folder_digest(folder) == record.get("digest")
+
+
+def changed_files(folder: Path, record: dict) -> list[str]:
+    """Files the export wrote into ``folder`` that were edited since (per-file digests of the lock)."""
+    recorded = record.get("files")
+    if not isinstance(recorded, dict):  # an older lock: only the folder digest is known
+        return [] if pristine(folder, record) else ["(folder changed since the export; its lock has no file digests)"]
+    changed = []
+    for rel, digest in sorted(recorded.items()):
+        path = folder / rel
+        if path.is_file() and not path.is_symlink() and sha256(path.read_bytes()) != digest:
+            changed.append(rel)
+    return changed
+
+
 # ---------------------------------------------------------------------------------------- actions
 
 
-def export(library: Library, target: Path, tier: int | None = None, status: str | None = None) -> ExportReport:
+def export(
+    library: Library, target: Path, tier: int | None = None, status: str | None = None, force: bool = False
+) -> ExportReport:
+    """Write the selected entries; never delete or overwrite a file the export did not write unchanged.
+
+    Files a user edited after an export are refused (``force`` overwrites them); files a user added are
+    left in place with a warning; a deselected folder is removed only while it is exactly as exported.
+    """
     target = check_target(library, target)
     plan = plan_export(library, tier, status)
-    owned = read_lock(target)
+    lock = read_lock(target)
+    owned: dict[str, dict] = lock["skills"]
     foreign = [n for n in plan.entries if (target / n).exists() and n not in owned]
     if foreign:
         raise UsageError(
             f"{target} already holds folder(s) not created by skillkb export: {', '.join(foreign)}; "
             "move them away (the export never overwrites folders it did not create)"
         )
+    conflicts = [
+        f"{name}/{rel}" for name in plan.entries if name in owned for rel in changed_files(target / name, owned[name])
+    ]
+    catalog = target / CATALOG_FILE
+    new_catalog = render_catalog(plan)
+    if catalog.is_file() and sha256(catalog.read_bytes()) not in (lock.get("catalog"), sha256(new_catalog)):
+        conflicts.append(CATALOG_FILE)
+    if conflicts and not force:
+        raise UsageError(
+            f"{target}: file(s) changed since the last export or not written by it: {', '.join(conflicts)}; "
+            "move your changes away, or pass --force to overwrite them"
+        )
     report = ExportReport(warnings=list(plan.warnings))
     for name, files in plan.files.items():
-        (report.written if write_folder(target / name, files) else report.unchanged).append(name)
+        written, extra = write_folder(target / name, files)
+        (report.written if written else report.unchanged).append(name)
+        report.warnings += [f"{name}/{rel}: not written by the export; left in place" for rel in extra]
     for name in sorted(set(owned) - set(plan.entries)):
         folder = _owned_folder(target, name)
-        if folder is not None:
+        if folder is None:
+            continue
+        if pristine(folder, owned[name]):
             shutil.rmtree(folder)
             report.removed.append(name)
-    atomic_write(target / CATALOG_FILE, render_catalog(plan))
-    atomic_write(target / LOCK_FILE, render_lock(plan, tier, status))
+        else:
+            report.warnings.append(f"{name}: no longer selected but changed since the export; left in place")
+    atomic_write(catalog, new_catalog)
+    atomic_write(target / LOCK_FILE, render_lock(plan, tier, status, sha256(new_catalog)))
     return report
 
 
-def write_folder(folder: Path, files: dict[str, bytes]) -> bool:
-    """Make ``folder`` hold exactly ``files``; True when anything changed."""
+def write_folder(folder: Path, files: dict[str, bytes]) -> tuple[bool, list[str]]:
+    """Write ``files`` into ``folder``; (anything changed, files present that the export did not write)."""
     if folder.is_symlink():
         raise UsageError(f"{folder} is a symlink; remove it so the export can write a real folder")
     changed = False
     for rel, data in sorted(files.items()):
         changed |= atomic_write(folder / rel, data)
-    for path in folder_files(folder):
-        if path.relative_to(folder).as_posix() not in files:
-            path.unlink()
-            changed = True
-    for sub in sorted((p for p in folder.rglob("*") if p.is_dir()), reverse=True):
-        if not any(sub.iterdir()):
-            sub.rmdir()
-    return changed
+    extra = [p.relative_to(folder).as_posix() for p in folder_files(folder)]
+    return changed, sorted(rel for rel in extra if rel not in files)
 
 
 def check(library: Library, target: Path, tier: int | None = None, status: str | None = None) -> list[str]:
@@ -248,12 +298,13 @@ def check(library: Library, target: Path, tier: int | None = None, status: str |
             problems.append(f"{name}: missing (expected from {plan.entries[name].id})")
         elif folder_digest(folder) != files_digest(files):
             problems.append(f"{name}: differs from {plan.entries[name].id}{_diff_hint(folder, files)}")
-    owned = read_lock(target) if (target / LOCK_FILE).exists() else {}
+    owned = read_lock(target)["skills"] if (target / LOCK_FILE).exists() else {}
     for name in target_folders(target):
         if name not in plan.entries:
             origin = "left from an earlier export" if name in owned else "not created by skillkb export"
             problems.append(f"{name}: stray folder ({origin})")
-    for file, expected in ((CATALOG_FILE, render_catalog(plan)), (LOCK_FILE, render_lock(plan, tier, status))):
+    lock = render_lock(plan, tier, status, sha256(render_catalog(plan)))
+    for file, expected in ((CATALOG_FILE, render_catalog(plan)), (LOCK_FILE, lock)):
         path = target / file
         if not path.is_file() or path.read_bytes() != expected:
             problems.append(f"{file}: missing or out of date")
@@ -286,7 +337,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             return 1
         print(f"{args.target}: in sync with the library")
         return 0
-    report = export(library, target, args.tier, args.status)
+    report = export(library, target, args.tier, args.status, force=args.force)
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     total = len(report.written) + len(report.unchanged)
@@ -304,4 +355,5 @@ def register_cli(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--tier", type=int, choices=[1, 2, 3], default=None, help="only entries of this tier")
     p.add_argument("--status", choices=list(STATUSES), default=None, help="only entries in this state, e.g. covered")
     p.add_argument("--check", action="store_true", help="exit 1 naming folders that differ, are missing or stray")
+    p.add_argument("--force", action="store_true", help="overwrite exported files that were edited since the export")
     p.set_defaults(func=cmd_export)

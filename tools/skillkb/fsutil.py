@@ -1,14 +1,33 @@
-"""File-system helpers: safe reading, atomic deterministic writing, folder digests."""
+"""File-system helpers: safe reading, atomic deterministic writing, folder digests.
+
+Reading refuses anything but a regular file reached without a symlink (a FIFO would block, a link could
+publish a file from outside the library). Writing is atomic, honours the umask, and cleans up the temp
+files a killed writer left behind.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import re
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 MAX_TEXT_BYTES = 1_048_576  # no single text file in an entry needs more than 1 MiB
+TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[^.]+\.tmp$")
+
+
+def _read_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# Read once at import: os.umask can only be read by setting it, which is not thread-safe later on.
+UMASK = _read_umask()
 
 
 @dataclass(frozen=True)
@@ -18,12 +37,25 @@ class TextProblem:
     fix: str
 
 
+def not_regular(path: Path) -> TextProblem | None:
+    """Why ``path`` is not a plain regular file (a symlink, FIFO, device, folder), or None."""
+    try:
+        mode = path.lstat().st_mode
+    except OSError as exc:
+        return TextProblem("file-unreadable", f"cannot read file: {exc.strerror}", "check the path exists")
+    if stat.S_ISLNK(mode):
+        return TextProblem("symlink", "file is a symlink", "replace the link with the file itself (links are refused)")
+    if not stat.S_ISREG(mode):
+        return TextProblem("not-regular-file", "not a regular file (a FIFO, device or folder)", "store a plain file")
+    return None
+
+
 def read_text(path: Path, max_bytes: int = MAX_TEXT_BYTES) -> tuple[str | None, TextProblem | None]:
     """Read a UTF-8 text file, refusing what the library cannot safely store or render."""
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        return None, TextProblem("file-unreadable", f"cannot read file: {exc.strerror}", "check the path exists")
+    problem = not_regular(path)
+    if problem:
+        return None, problem
+    size = path.lstat().st_size
     if size > max_bytes:
         return None, TextProblem(
             "file-too-large",
@@ -31,7 +63,10 @@ def read_text(path: Path, max_bytes: int = MAX_TEXT_BYTES) -> tuple[str | None, 
             "move deep dives into references/*.md and keep SKILL.md short",
         )
     try:
-        data = path.read_bytes()
+        # O_NOFOLLOW and O_NONBLOCK: a link or FIFO swapped in after the check still cannot be read or block.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as handle:
+            data = handle.read(max_bytes + 1)
     except OSError as exc:
         return None, TextProblem("file-unreadable", f"cannot read file: {exc.strerror}", "make it a readable file")
     if not data.strip():
@@ -47,6 +82,13 @@ def read_text(path: Path, max_bytes: int = MAX_TEXT_BYTES) -> tuple[str | None, 
         )
     if "\x00" in text:
         return None, TextProblem("file-binary", "file contains NUL bytes", "store only text files in an entry")
+    if "\r" in text:
+        line = text[: text.index("\r")].count("\n") + 1
+        return None, TextProblem(
+            "file-crlf",
+            f"file has carriage returns (CRLF / Windows line endings, first on line {line})",
+            "save it with LF line endings (e.g. `dos2unix FILE` or your editor's line-ending setting)",
+        )
     return text, None
 
 
@@ -60,15 +102,22 @@ def escapes_root(path: Path, root: Path) -> bool:
 
 
 def atomic_write(path: Path, data: bytes) -> bool:
-    """Write ``data`` to ``path`` atomically; return False (and leave the file alone) when unchanged."""
-    if path.exists() and path.read_bytes() == data:
+    """Write ``data`` to ``path`` atomically; return False (and leave the file alone) when unchanged.
+
+    The file gets the mode a plain ``open()`` would give it (0666 minus the umask), or keeps the mode of
+    the file it replaces. Temp files of this target left by a killed writer are removed first.
+    """
+    if path.is_file() and not path.is_symlink() and path.read_bytes() == data:
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    remove_stale_temps(path)
+    mode = stat.S_IMODE(path.stat().st_mode) if path.is_file() else 0o666 & ~UMASK
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
+            os.fchmod(handle.fileno(), mode)
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
@@ -77,15 +126,49 @@ def atomic_write(path: Path, data: bytes) -> bool:
     return True
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temps(path: Path) -> list[Path]:
+    """Delete ``.NAME.PID.*.tmp`` files of ``path`` whose writing process no longer runs; return them."""
+    removed = []
+    for candidate in path.parent.glob(f".{path.name}.*.tmp"):
+        match = TEMP_NAME.match(candidate.name)
+        if match and match["name"] == path.name and not _pid_alive(int(match["pid"])):
+            with contextlib.suppress(FileNotFoundError):
+                candidate.unlink()
+                removed.append(candidate)
+    return removed
+
+
 def folder_files(folder: Path) -> list[Path]:
-    """Regular files under ``folder``, sorted by relative POSIX path; hidden files and caches skipped."""
-    files = [
-        p
-        for p in folder.rglob("*")
-        if p.is_file()
-        and not any(part.startswith(".") or part == "__pycache__" for part in p.relative_to(folder).parts)
-    ]
+    """Regular files under ``folder`` (never through a symlink), sorted by relative POSIX path;
+    hidden files and caches skipped."""
+    files = []
+    for top, dirs, names in os.walk(folder, followlinks=False):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
+        for name in names:
+            path = Path(top) / name
+            if not name.startswith(".") and stat.S_ISREG(path.lstat().st_mode):
+                files.append(path)
     return sorted(files, key=lambda p: p.relative_to(folder).as_posix())
+
+
+def symlinks_under(folder: Path) -> list[Path]:
+    """Every symlink (to a file or a folder) at or below ``folder``, without following any."""
+    if folder.is_symlink():
+        return [folder]
+    found = []
+    for top, dirs, names in os.walk(folder, followlinks=False):
+        found += [Path(top) / n for n in [*dirs, *names] if (Path(top) / n).is_symlink()]
+    return sorted(found)
 
 
 def folder_digest(folder: Path) -> str:

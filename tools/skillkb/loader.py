@@ -7,6 +7,7 @@ whatever could be read, so validation can report all problems in one pass.
 from __future__ import annotations
 
 import json
+import os
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -16,17 +17,19 @@ from typing import Any
 from pydantic import ValidationError
 
 from .citations import FENCE
-from .diagnostics import Diagnostic
-from .fsutil import escapes_root, read_text
+from .diagnostics import Diagnostic, SkillkbError
+from .fsutil import read_text
 from .manifests import ManifestStore, load_manifests
-from .models import EntryMeta, EvalCase
-from .rules import Rules, load_rules
+from .models import ENTRY_ID, SKILL_NAME, EntryMeta, EvalCase
+from .rules import Rules, RulesProblem, load_rules
 from .yamlsrc import NUMBER_SHAPED, ParsedYaml, YamlProblem, parse_yaml
 
 ENTRY_ROOTS = ("hardware", "repositories")
 SKILL_FILE = "SKILL.md"
 META_FILE = "entry.yaml"
 CASES_FILE = Path("evals/retrieval/cases.jsonl")
+REFERENCE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*\.md$")
+MAX_JSON_DEPTH = 32
 HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 SHA_FIELDS = ("commit", "blob")
 
@@ -160,18 +163,62 @@ def split_sections(entry_id: str, doc: Document) -> list[Section]:
 # -------------------------------------------------------------------------------------------- entries
 
 
-def discover_entry_folders(root: Path) -> list[Path]:
-    """Folders under hardware/ and repositories/ holding a SKILL.md or an entry.yaml."""
-    folders = set()
+def suggest_name(name: str) -> str | None:
+    """A valid kebab-case name close to ``name``, or None when nothing sensible remains."""
+    folded = re.sub(r"[^a-z0-9]+", "-", unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode().lower())
+    folded = folded.strip("-")[:64].strip("-")
+    return folded if folded and re.fullmatch(SKILL_NAME, folded) else None
+
+
+def scan_entry_tree(root: Path) -> tuple[list[Path], list[Diagnostic]]:
+    """Entry folders (holding a SKILL.md or an entry.yaml) under hardware/ and repositories/.
+
+    Nothing is followed through a symlink: every link in the tree, to a file or a folder, is reported,
+    since a link could publish a file from anywhere (``.git/config``) on the site, in exports and over MCP.
+    """
+    folders: set[Path] = set()
+    problems: list[Diagnostic] = []
     for top in ENTRY_ROOTS:
         base = root / top
-        if not base.is_dir():
-            continue
-        for marker in (SKILL_FILE, META_FILE):
-            for found in base.rglob(marker):
-                if "references" not in found.relative_to(root).parts:
-                    folders.add(found.parent)
-    return sorted(folders, key=lambda p: p.relative_to(root).as_posix())
+        links = [base] if base.is_symlink() else []
+        if not links and base.is_dir():
+            for here, dirs, files in os.walk(base, followlinks=False):
+                links += [Path(here) / n for n in [*dirs, *files] if (Path(here) / n).is_symlink()]
+                dirs[:] = [d for d in dirs if not (Path(here) / d).is_symlink()]
+                rel = Path(here).relative_to(root).parts
+                if (SKILL_FILE in files or META_FILE in files) and "references" not in rel:
+                    folders.add(Path(here))
+        for link in sorted(links):
+            problems.append(
+                _diag(
+                    link.relative_to(root).as_posix(),
+                    None,
+                    "symlink",
+                    "",
+                    "symlinks are refused inside the library (a link can publish any file, e.g. .git/config)",
+                    "replace the link with the file or folder itself",
+                )
+            )
+    return sorted(folders, key=lambda p: p.relative_to(root).as_posix()), problems
+
+
+def entry_path_problem(folder: Path, root: Path) -> Diagnostic | None:
+    """Why a folder's path cannot be an entry id (upper case, underscores, spaces…), with a valid fix."""
+    entry_id = folder.relative_to(root).as_posix()
+    if re.fullmatch(ENTRY_ID, entry_id) and len(entry_id) <= 200 and len(folder.name) <= 64:
+        return None
+    parts = [suggest_name(part) for part in entry_id.split("/")]
+    suggestion = "/".join(p for p in parts if p) if all(parts) else None
+    fix = f"rename the folders to '{suggestion}'" if suggestion else "rename the folders to kebab-case (a-z, 0-9, -)"
+    return _diag(
+        entry_id,
+        None,
+        "entry-path-invalid",
+        "",
+        f"entry folder path '{entry_id}' is not an id: every folder is kebab-case (a-z, 0-9, single hyphens), "
+        "the name at most 64 characters",
+        fix,
+    )
 
 
 def split_frontmatter(text: str) -> tuple[str, str, int] | str:
@@ -194,18 +241,8 @@ def _diag(file: str, line: int | None, code: str, fld: str, message: str, fix: s
 
 
 def _read(path: Path, root: Path, display: str, problems: list[Diagnostic], max_bytes: int) -> str | None:
-    if path.is_symlink() and escapes_root(path, root):
-        problems.append(
-            _diag(
-                display,
-                None,
-                "symlink-escape",
-                "",
-                "file is a symlink that leads outside the repository",
-                "replace the link with the file itself",
-            )
-        )
-        return None
+    if path.is_symlink():
+        return None  # scan_entry_tree reported it
     text, problem = read_text(path, max_bytes)
     if problem:
         problems.append(_diag(display, None, problem.code, "", problem.message, problem.fix))
@@ -352,8 +389,12 @@ def load_references(entry: Entry, root: Path, problems: list[Diagnostic]) -> Non
     folder = entry.folder / "references"
     if not folder.exists():
         return
+    if folder.is_symlink() or not folder.is_dir():
+        return
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(root).as_posix()
+        if path.is_symlink():
+            continue  # scan_entry_tree reported it
         if path.is_dir():
             continue
         if path.parent != folder:
@@ -380,6 +421,18 @@ def load_references(entry: Entry, root: Path, problems: list[Diagnostic]) -> Non
                 )
             )
             continue
+        if not REFERENCE_NAME.match(path.name):
+            problems.append(
+                _diag(
+                    rel,
+                    None,
+                    "reference-name",
+                    "",
+                    f"reference file name '{path.name}' is not lower-case a-z, 0-9, '.', '_' or '-' ending in .md",
+                    f"rename it to '{suggest_name(path.stem) or 'notes'}.md'",
+                )
+            )
+            continue
         text = _read(path, root, rel, problems, 524_288)
         if text is not None:
             entry.references[path.name] = Document(rel, text, 1)
@@ -387,18 +440,6 @@ def load_references(entry: Entry, root: Path, problems: list[Diagnostic]) -> Non
 
 def load_entry(folder: Path, root: Path, rules: Rules, problems: list[Diagnostic]) -> Entry:
     entry = Entry(id=folder.relative_to(root).as_posix(), folder=folder)
-    if escapes_root(folder, root):
-        problems.append(
-            _diag(
-                entry.id,
-                None,
-                "symlink-escape",
-                "",
-                "entry folder leads outside the repository",
-                "keep entries as real folders inside the repository",
-            )
-        )
-        return entry
     load_skill_md(entry, root, rules, problems)
     load_entry_yaml(entry, root, problems)
     load_references(entry, root, problems)
@@ -429,6 +470,20 @@ def load_cases(path: Path, display: str) -> tuple[list[EvalCase], list[Diagnosti
                 )
             )
             continue
+        except RecursionError:
+            raw = None
+        if raw is None or json_depth(raw) > MAX_JSON_DEPTH:
+            problems.append(
+                _diag(
+                    display,
+                    number,
+                    "case-json",
+                    "",
+                    f"line nests deeper than {MAX_JSON_DEPTH} levels",
+                    "write one flat JSON object per line (see schemas/eval-case.schema.json)",
+                )
+            )
+            continue
         try:
             cases.append(EvalCase.model_validate(raw))
         except ValidationError as exc:
@@ -450,22 +505,49 @@ def load_cases(path: Path, display: str) -> tuple[list[EvalCase], list[Diagnosti
 # -------------------------------------------------------------------------------------------- library
 
 
-def load_library(root: Path, cases_file: Path | None = None) -> tuple[Library, list[Diagnostic]]:
+def json_depth(value: object) -> int:
+    """Nesting depth of parsed JSON, iteratively (a recursive walk could itself overflow)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(item, dict):
+            stack += [(v, depth + 1) for v in item.values()]
+        elif isinstance(item, list):
+            stack += [(v, depth + 1) for v in item]
+    return deepest
+
+
+def load_library(
+    root: Path, cases_file: Path | None = None, with_cases: bool = True
+) -> tuple[Library, list[Diagnostic]]:
+    """Load everything under ``root``; ``with_cases=False`` skips the eval cases (search never needs them)."""
     root = root.resolve()
     problems: list[Diagnostic] = []
-    rules = load_rules(root)
+    try:
+        rules = load_rules(root)
+    except RulesProblem as exc:
+        raise SkillkbError([exc.diagnostic]) from None
     manifests, manifest_problems = load_manifests(root)
     problems.extend(manifest_problems)
     entries: dict[str, Entry] = {}
     claimed: dict[str, list[str]] = {}
-    for folder in discover_entry_folders(root):
+    folders, tree_problems = scan_entry_tree(root)
+    problems.extend(tree_problems)
+    for folder in folders:
+        bad_path = entry_path_problem(folder, root)
+        if bad_path is not None:
+            problems.append(bad_path)
+            continue
         entry = load_entry(folder, root, rules, problems)
         entries[entry.id] = entry
         if entry.meta:
             claimed.setdefault(entry.meta.id, []).append(entry.id)
-    cases_path = cases_file or root / CASES_FILE
-    display = cases_path.relative_to(root).as_posix() if cases_path.is_relative_to(root) else str(cases_path)
-    cases, case_problems = load_cases(cases_path, display)
-    problems.extend(case_problems)
+    cases: list[EvalCase] = []
+    if with_cases:
+        cases_path = cases_file or root / CASES_FILE
+        display = cases_path.relative_to(root).as_posix() if cases_path.is_relative_to(root) else str(cases_path)
+        cases, case_problems = load_cases(cases_path, display)
+        problems.extend(case_problems)
     duplicates = {k: v for k, v in claimed.items() if len(v) > 1}
     return Library(root, rules, entries, manifests, cases, duplicates), problems

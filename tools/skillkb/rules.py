@@ -6,9 +6,24 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
+from .diagnostics import Diagnostic
 
 RULES_FILE = Path("schemas/tier-rules.yaml")
+
+
+class RulesProblem(Exception):
+    """``schemas/tier-rules.yaml`` cannot be read; nothing can be validated without it."""
+
+    def __init__(self, message: str, line: int | None = None, field: str = ""):
+        self.diagnostic = Diagnostic(
+            RULES_FILE.as_posix(),
+            line,
+            "rules-invalid",
+            field,
+            message,
+            "restore schemas/tier-rules.yaml from git (`git checkout -- schemas/tier-rules.yaml`) or fix the field",
+        )
+        super().__init__(self.diagnostic.render())
 
 
 @dataclass(frozen=True)
@@ -36,6 +51,7 @@ class Rules:
     sections: tuple[str, ...]
     skill_md_bytes: int
     skill_md_lines: int
+    skill_md_tokens: int = 5500  # an agent loads the body whole: keep it near the spec's 5,000 tokens
     covered_evidence: tuple[str, ...] = ("verified",)  # readset evidence levels the covered gate accepts
 
     def gate_for(self, tier: int, state: str) -> Gate:
@@ -47,7 +63,26 @@ class Rules:
 
 
 def load_rules(root: Path) -> Rules:
-    raw = yaml.safe_load((root / RULES_FILE).read_text(encoding="utf-8"))
+    """The rules, or ``RulesProblem`` naming what is wrong with the file."""
+    from .yamlsrc import YamlProblem, parse_yaml
+
+    path = root / RULES_FILE
+    try:
+        raw = parse_yaml(path.read_text(encoding="utf-8")).data
+    except OSError as exc:
+        raise RulesProblem(f"cannot read the tier rules: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise RulesProblem("the tier rules are not UTF-8 text") from None
+    except YamlProblem as exc:
+        raise RulesProblem(str(exc), exc.line) from None
+    try:
+        return _rules_from(raw)
+    except (KeyError, TypeError, ValueError, AttributeError, re.error) as exc:
+        what = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise RulesProblem(f"the tier rules do not have the expected shape: {what}") from None
+
+
+def _rules_from(raw: dict) -> Rules:
     tiers = {
         int(number): TierRule(
             tier=int(number),
@@ -58,6 +93,10 @@ def load_rules(root: Path) -> Rules:
         )
         for number, spec in raw["tiers"].items()
     }
+    if set(tiers) != {1, 2, 3}:
+        raise ValueError(f"'tiers' must define tiers 1, 2 and 3, found {sorted(tiers)}")
+    if not all(isinstance(s, str) for s in raw["sections"]):
+        raise ValueError("'sections' must be a list of heading texts")
     gates = raw["gates"]
     return Rules(
         tiers=tiers,
@@ -67,5 +106,6 @@ def load_rules(root: Path) -> Rules:
         sections=tuple(raw["sections"]),
         skill_md_bytes=int(raw["limits"]["skill_md_bytes"]),
         skill_md_lines=int(raw["limits"]["skill_md_lines"]),
+        skill_md_tokens=int(raw["limits"].get("skill_md_tokens", 5500)),
         covered_evidence=tuple(gates["covered"].get("evidence") or ("verified",)),
     )

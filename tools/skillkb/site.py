@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .citations import github_url
 from .citations import link_citations as shared_link_citations
+from .htmlsafety import html_text, md_text
 from .loader import Entry, Library
 from .models import IndexEntry, Readset
 
@@ -75,8 +76,13 @@ def rel(from_page: str, to_page: str) -> str:
 
 
 def cell(text: object) -> str:
-    """Text made safe for one Markdown table cell."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").strip()
+    """Any value as inert text for Markdown (and one table cell): never HTML, a link or emphasis."""
+    return md_text(text).strip()
+
+
+def code(text: object) -> str:
+    """Any value as an inline code span (shown literally; backticks and line breaks cannot break out)."""
+    return "`" + " ".join(str(text).replace("`", "'").split()) + "`"
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
@@ -115,7 +121,7 @@ def entry_markdown(entry: Entry, library: Library, record: IndexEntry, warn: War
     gates = missing_gates(entry, library)
     parts = [
         f"# {title}\n",
-        f"**{meta.title_zh}** · [中文摘要](#中文摘要) · `{entry.id}`\n",
+        f"**{cell(meta.title_zh)}** · [中文摘要](#中文摘要) · {code(entry.id)}\n",
         _panel(entry, library, record, gates, page),
         rest.strip() + "\n",
         readsets_markdown(entry, library),
@@ -131,7 +137,7 @@ def _split_title(body: str, fallback: str) -> tuple[str, str]:
     match = re.match(r"\s*#\s+(.+?)\s*\n", body)
     if match:
         return match[1], body[match.end() :]
-    return fallback, body
+    return cell(fallback), body
 
 
 def _panel(entry: Entry, library: Library, record: IndexEntry, gates: list[str], page: str) -> str:
@@ -146,15 +152,15 @@ def _panel(entry: Entry, library: Library, record: IndexEntry, gates: list[str],
         evidence += f" (hardware: {cell(validation.hardware)}, {validation.date})"
     rows = [
         ["Tier", f"{meta.tier} — {TIER_TITLES[meta.tier].split(' — ', 1)[1]}"],
-        ["Canonical owner", f"`{meta.owner}`"],
+        ["Canonical owner", code(meta.owner)],
         ["Status", status],
         ["Gates still missing", gate_text],
         ["Empirical validation", f"`{validation.state.value}` — {evidence}"],
         ["Version anchors", anchors_text(entry) or "none"],
-        ["Topics", ", ".join(f"[{t}]({rel(page, topic_page(t))})" for t in meta.topics) or "none"],
+        ["Topics", ", ".join(f"[{cell(t)}]({rel(page, topic_page(t))})" for t in meta.topics) or "none"],
         ["Cross-references", cross_refs_text(entry, library, page) or "none"],
-        ["Digest", f"`{record.digest}`"],
-        ["Source", f"`{entry.skill_path}`"],
+        ["Digest", code(record.digest)],
+        ["Source", code(entry.skill_path)],
     ]
     body = table(["", ""], [[f"**{k}**", v] for k, v in rows])
     return '!!! info "Entry record"\n\n' + _indent(body) + "\n"
@@ -169,7 +175,7 @@ def anchors_text(entry: Entry) -> str:
     parts = []
     for name, anchor in entry.meta.version_anchors:
         if anchor is not None:
-            parts.append(f"{name} `{anchor.ref}`" + (f" (`{anchor.commit[:12]}`)" if anchor.commit else ""))
+            parts.append(f"{name} {code(anchor.ref)}" + (f" ({code(anchor.commit[:12])})" if anchor.commit else ""))
     return ", ".join(parts)
 
 
@@ -179,7 +185,7 @@ def cross_refs_text(entry: Entry, library: Library, page: str) -> str:
     for ref in sorted(entry.meta.cross_refs, key=lambda r: (r.relation.value, r.id)):
         target = library.entries.get(ref.id)
         label = target.meta.title if target is not None and target.meta else ref.id
-        link = f"[{cell(label)}]({rel(page, entry_page(ref.id))})" if target is not None else f"`{ref.id}`"
+        link = f"[{cell(label)}]({rel(page, entry_page(ref.id))})" if target is not None else code(ref.id)
         note = f" ({cell(ref.note)})" if ref.note else ""
         parts.append(f"*{ref.relation.value}* {link}{note}")
     return "<br>".join(parts)
@@ -194,14 +200,14 @@ def readsets_markdown(entry: Entry, library: Library) -> str:
         return "## Readsets\n\nNo readset yet: this entry cites no pinned upstream file.\n"
     parts = ["## Readsets\n"]
     for readset in entry.meta.readsets:
-        tag = f" · tag `{readset.tag}`" if readset.tag else ""
+        tag = f" · tag {code(readset.tag)}" if readset.tag else ""
         tree = f"https://github.com/{readset.repo}/tree/{readset.commit}"
         evidence = readset_evidence(library.manifests, readset)
-        parts.append(f"**{readset.repo}** at [`{readset.commit}`]({tree}){tag} · {evidence}\n")
+        parts.append(f"**{cell(readset.repo)}** at [{code(readset.commit)}]({tree}){tag} · {evidence}\n")
         rows = [
             [
-                f"[`{cell(f.path)}`]({github_url(readset.repo, readset.commit, f.path)})",
-                f"`{f.blob[:12]}`",
+                f"[{code(f.path)}]({github_url(readset.repo, readset.commit, f.path)})",
+                code(f.blob[:12]),
                 cell(f.lines),
                 cell(f.scope),
                 file_evidence(library.manifests, readset, f.path, f.blob),
@@ -217,7 +223,7 @@ def reference_markdown(entry: Entry, name: str, warn: Warn) -> str:
     doc = entry.references[name]
     text = link_citations(doc.text, entry.meta.readsets, warn, doc.file)
     page = reference_page(entry.id, name)
-    back = f"Reference of [{cell(entry.meta.title)}]({rel(page, entry_page(entry.id))}) · `{doc.file}`\n"
+    back = f"Reference of [{cell(entry.meta.title)}]({rel(page, entry_page(entry.id))}) · {code(doc.file)}\n"
     title, rest = _split_title(text, name.removesuffix(".md"))
     return f"# {title}\n\n{back}\n{rest.strip()}\n"
 
@@ -233,11 +239,11 @@ def tier_table(library: Library, page: str = "tiers.md") -> str:
         rows.append(
             [
                 str(meta.tier),
-                f"`{meta.owner}`",
+                code(meta.owner),
                 f"[{cell(meta.title)}]({rel(page, entry_page(entry.id))})",
                 cell(meta.title_zh),
-                f"`{meta.status.state.value}`",
-                f"`{meta.empirical_validation.state.value}`",
+                code(meta.status.state.value),
+                code(meta.empirical_validation.state.value),
             ]
         )
     return table(["Tier", "Owner", "Entry", "中文", "Status", "Validation"], rows)
@@ -261,10 +267,10 @@ def versions_markdown(library: Library) -> str:
 
 
 def _anchor_cell(entry: Entry, anchor) -> str:
-    text = f"`{anchor.ref}`"
+    text = code(anchor.ref)
     if anchor.commit:
         repos = [r.repo for r in entry.meta.readsets if r.commit == anchor.commit]
-        short = f"`{anchor.commit[:12]}`"
+        short = code(anchor.commit[:12])
         text += " " + (f"[{short}](https://github.com/{repos[0]}/tree/{anchor.commit})" if repos else short)
     return text
 
@@ -283,12 +289,12 @@ def topic_markdown(topic: str, entries: list[Entry]) -> str:
         [f"[{cell(e.meta.title)}]({rel(page, entry_page(e.id))})", cell(e.meta.title_zh), str(e.meta.tier)]
         for e in entries
     ]
-    return NO_SEARCH + f"# Topic: {topic}\n\n" + table(["Entry", "中文", "Tier"], rows)
+    return NO_SEARCH + f"# Topic: {cell(topic)}\n\n" + table(["Entry", "中文", "Tier"], rows)
 
 
 def topics_index(found: dict[str, list[Entry]]) -> str:
     page = "topics/index.md"
-    rows = [[f"[{t}]({rel(page, topic_page(t))})", str(len(entries))] for t, entries in found.items()]
+    rows = [[f"[{cell(t)}]({rel(page, topic_page(t))})", str(len(entries))] for t, entries in found.items()]
     return (
         NO_SEARCH
         + "# Topics\n\nEntries grouped by the `topics` of their `entry.yaml`.\n\n"
@@ -360,7 +366,7 @@ def dashboard_markdown(reports: list[dict], library: Library, results: str) -> s
         table(
             ["Retriever", "k", *TABLE_METRICS],
             [
-                [f"`{r['retriever']}`", _fmt(r.get("k", "")), *(_fmt(r["metrics"].get(m, "—")) for m in TABLE_METRICS)]
+                [code(r["retriever"]), _fmt(r.get("k", "")), *(_fmt(r["metrics"].get(m, "—")) for m in TABLE_METRICS)]
                 for r in reports
             ],
         )
@@ -371,13 +377,13 @@ def dashboard_markdown(reports: list[dict], library: Library, results: str) -> s
     parts.append("## Failing cases\n")
     for report in reports:
         parts.append(_failing(report))
-    return NO_SEARCH + "\n".join(parts) + f"\nRetrievers: {', '.join(names)}.\n"
+    return NO_SEARCH + "\n".join(parts) + f"\nRetrievers: {', '.join(cell(n) for n in names)}.\n"
 
 
 def _by_group(reports: list[dict], key: str) -> str:
     cols = ("hit@1", "mrr@10", "ndcg@10", "oos_abstention", "false_abstention", "cases")
     rows = [
-        [f"`{r['retriever']}`", cell(group), *(_fmt(m.get(c, "—")) for c in cols)]
+        [code(r["retriever"]), cell(group), *(_fmt(m.get(c, "—")) for c in cols)]
         for r in reports
         for group, m in sorted(r.get(key, {}).items())
     ]
@@ -389,26 +395,29 @@ def _entry_table(reports: list[dict], library: Library, page: str) -> str:
     ids = sorted({i for rate in rates for i in rate})
     rows = []
     for entry_id in ids:
-        label = f"[`{entry_id}`]({rel(page, entry_page(entry_id))})" if entry_id in library.entries else f"`{entry_id}`"
+        label = (
+            f"[{code(entry_id)}]({rel(page, entry_page(entry_id))})" if entry_id in library.entries else code(entry_id)
+        )
         cells = [f"{h}/{t} ({h / t:.0%})" if t else "—" for h, t in (rate.get(entry_id, (0, 0)) for rate in rates)]
         rows.append([label, *cells])
-    return table(["Entry", *(f"`{r['retriever']}`" for r in reports)], rows)
+    return table(["Entry", *(code(r["retriever"]) for r in reports)], rows)
 
 
 def _failing(report: dict) -> str:
     failing = [c for c in report.get("cases", []) if not c.get("passed")]
     rows = [
         [
-            f"`{cell(c.get('id', ''))}`",
+            code(c.get("id", "")),
             cell(c.get("lang", "")),
             cell(c.get("split", "")),
             cell(c.get("query", "")),
-            "<br>".join(f"`{cell(e)}`" for e in c.get("expected", [])) or "(out of scope)",
-            "abstained" if c.get("abstained") else "<br>".join(f"`{cell(x)}`" for x in c.get("ranked", [])[:3]),
+            "<br>".join(code(e) for e in c.get("expected", [])) or "(out of scope)",
+            "abstained" if c.get("abstained") else "<br>".join(code(x) for x in c.get("ranked", [])[:3]),
         ]
         for c in failing
     ]
-    title = f'??? failure "`{report["retriever"]}`: {len(failing)} failing case(s) of {len(report.get("cases", []))}"'
+    name = cell(report["retriever"]).replace('"', "'")
+    title = f'??? failure "{name}: {len(failing)} failing case(s) of {len(report.get("cases", []))}"'
     if not rows:
         return title + "\n\n    None.\n"
     return title + "\n\n" + _indent(table(["Case", "Lang", "Split", "Query", "Expected", "Got (top 3)"], rows)) + "\n"
@@ -494,11 +503,14 @@ def generate(
         out.pages[entry_page(entry.id)] = entry_markdown(entry, library, records[entry.id], warn)
         item: list | str = entry_page(entry.id)
         if entry.references:
-            refs = [{name.removesuffix(".md"): reference_page(entry.id, name)} for name in sorted(entry.references)]
+            refs = [
+                {html_text(name.removesuffix(".md")): reference_page(entry.id, name)}
+                for name in sorted(entry.references)
+            ]
             for name in sorted(entry.references):
                 out.pages[reference_page(entry.id, name)] = reference_markdown(entry, name, warn)
             item = [entry_page(entry.id), *refs]
-        tiers[entry.meta.tier].append({entry.meta.title: item})
+        tiers[entry.meta.tier].append({html_text(entry.meta.title): item})
     found = topics(library)
     out.pages["topics/index.md"] = topics_index(found)
     for topic, entries in found.items():
@@ -511,7 +523,7 @@ def generate(
     out.assets.update(render_charts(reports))
     present = docs_present if docs_present is not None else set()
     if "index.md" not in present:
-        out.pages["index.md"] = f"# {library.root.name}\n\nSkills of this library, by tier:\n\n" + tier_table(
+        out.pages["index.md"] = f"# {cell(library.root.name)}\n\nSkills of this library, by tier:\n\n" + tier_table(
             library, "index.md"
         )
     for name in EXTERNAL_PAGES:
@@ -541,12 +553,13 @@ def _nav(tiers: dict[int, list], found: dict[str, list[Entry]], present: set[str
         {"Home": "index.md"},
         *hand("Tiers and ownership", "tiers.md"),
         {"Skills": [{TIER_TITLES[t]: items} for t, items in tiers.items() if items]},
-        {"Topics": ["topics/index.md", *({t: topic_page(t)} for t in found)]},
+        {"Topics": ["topics/index.md", *({html_text(t): topic_page(t)} for t in found)]},
         {"Coverage": [{EXTERNAL_PAGES[n][0]: n} for n in ("reference-matrix.md", "skill-coverage.md", "ownership.md")]},
         {"Upstream drift": "upstream-drift.md"},
         {"Version anchors": "versions.md"},
         {"Evaluation": "evals/index.md"},
         *hand("Authoring an entry", "authoring.md"),
+        *hand("Security and guarantees", "security.md"),
     ]
 
 
@@ -571,13 +584,62 @@ def _config(root: Path, site_dir: Path | None, strict: bool, results: Path | Non
     return config
 
 
-def build_site(root: Path, site_dir: Path | None = None, strict: bool = False, results: Path | None = None) -> Path:
+SITE_MARKER = ".skillkb-site"  # left in a site folder the build wrote; mkdocs keeps dotfiles when cleaning
+# Folders of the library a site build must never empty (mkdocs clears its site folder before writing).
+PROTECTED = (".git", "docs", "hardware", "repositories", "tools", "schemas", "sources", "evals", "tests", "bench")
+
+
+def check_site_dir(root: Path, site_dir: Path, force: bool = False) -> None:
+    """Refuse a site folder the build would wrongly empty: a file, the library, a protected folder, or a
+    non-empty folder an earlier ``skillkb docs build`` did not write (unless ``force``)."""
+    from .api import UsageError
+
+    target, root = site_dir.resolve(), root.resolve()
+    if target.exists() and not target.is_dir():
+        raise UsageError(f"--site-dir {site_dir} is a file; pass a folder (it is emptied and rewritten)")
+    if target == root or root.is_relative_to(target):
+        raise UsageError(f"--site-dir {site_dir} holds the library itself; pass a folder such as site/")
+    for name in PROTECTED:
+        if target.is_relative_to(root / name):
+            raise UsageError(f"--site-dir {site_dir} is inside the library's {name}/; pass a folder such as site/")
+    if target.is_dir() and any(target.iterdir()) and not (target / SITE_MARKER).is_file() and not force:
+        raise UsageError(
+            f"--site-dir {site_dir} is not empty and was not written by `skillkb docs build`; the build empties "
+            "its folder, so pass a new or empty folder (or --force to let it empty this one)"
+        )
+
+
+def _reproducible_dates(root: Path) -> None:
+    """mkdocs stamps the sitemap (and its gzip header) with the build time unless SOURCE_DATE_EPOCH is
+    set: default it to the library's last commit time, so two builds of one commit are byte-identical."""
+    import os
+    import subprocess
+
+    if os.environ.get("SOURCE_DATE_EPOCH"):
+        return
+    try:
+        done = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%ct"], capture_output=True, text=True)
+        stamp = done.stdout.strip() if done.returncode == 0 and done.stdout.strip().isdigit() else "0"
+    except OSError:
+        stamp = "0"
+    os.environ["SOURCE_DATE_EPOCH"] = stamp
+
+
+def build_site(
+    root: Path, site_dir: Path | None = None, strict: bool = False, results: Path | None = None, force: bool = False
+) -> Path:
     """Build the site (``mkdocs build``) from the library at ``root``; returns the site folder."""
     from mkdocs.commands.build import build
 
     _log_to_stderr()
+    _reproducible_dates(root)
+    logging.getLogger("jieba").setLevel(logging.WARNING)  # its "Building prefix dict" lines on every build
+    if site_dir is not None:  # before mkdocs reads its config, which has its own, less clear, refusals
+        check_site_dir(root, site_dir, force)
     config = _config(root, site_dir, strict, results)
+    check_site_dir(root, Path(config.site_dir), force)
     build(config)
+    (Path(config.site_dir) / SITE_MARKER).write_text("written by skillkb docs build\n", encoding="utf-8")
     return Path(config.site_dir)
 
 
@@ -613,13 +675,22 @@ def serve_site(root: Path, port: int = 8000) -> None:
 # ---------------------------------------------------------------------------------------------- CLI
 
 
+def require_site_extra() -> None:
+    """mkdocs, Material, jieba and matplotlib come with the 'site' extra; say so instead of a traceback."""
+    from .diagnostics import require
+
+    for module in ("mkdocs", "material", "jieba", "matplotlib"):
+        require(module, "site", "`skillkb docs`")
+
+
 def cmd_docs_build(args: argparse.Namespace) -> int:
+    require_site_extra()
     from mkdocs.exceptions import Abort, MkDocsException
 
     try:
         site_dir = args.site_dir.resolve() if args.site_dir else None
         results = args.eval_results.resolve() if args.eval_results else None
-        site = build_site(args.root, site_dir, args.strict, results)
+        site = build_site(args.root, site_dir, args.strict, results, force=args.force)
     except (Abort, MkDocsException) as exc:
         print(f"skillkb docs build: {exc}", file=sys.stderr)
         return 1
@@ -628,6 +699,7 @@ def cmd_docs_build(args: argparse.Namespace) -> int:
 
 
 def cmd_docs_serve(args: argparse.Namespace) -> int:
+    require_site_extra()
     from mkdocs.exceptions import Abort, MkDocsException
 
     if not 1 <= args.port <= 65535:
@@ -650,6 +722,9 @@ def register_cli(subparsers) -> None:
     p.add_argument("--strict", action="store_true", help="fail on any mkdocs warning (broken link, bad citation)")
     p.add_argument("--site-dir", type=Path, default=None, help="output folder (default site/)")
     p.add_argument("--eval-results", type=Path, default=None, help=f"eval reports folder (default {RESULTS_DIR})")
+    p.add_argument(
+        "--force", action="store_true", help="let the build empty a non-empty --site-dir it did not write before"
+    )
     p.set_defaults(func=cmd_docs_build)
     p = dsub.add_parser("serve", help="serve the site with live reload on 127.0.0.1")
     p.add_argument("--port", type=int, default=8000)

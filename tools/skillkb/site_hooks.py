@@ -21,11 +21,15 @@ _generated = None  # skillkb.site.SitePages of the current build
 
 
 def on_config(config):
-    """Load the library, generate every page once, and set the navigation (tiers, topics, overviews)."""
+    """Validate the library, generate every page once, and set the navigation (tiers, topics, overviews).
+
+    The site refuses what ``skillkb validate`` refuses: a library with any error is not published.
+    """
     global _generated
     from skillkb import site
     from skillkb.api import load_or_fail
-    from skillkb.diagnostics import SkillkbError
+    from skillkb.diagnostics import SkillkbError, errors_only, sort_key
+    from skillkb.validate import validate_library
 
     root = Path(config.config_file_path).resolve().parent
     try:
@@ -33,6 +37,10 @@ def on_config(config):
     except SkillkbError as exc:
         lines = "\n".join(d.render() for d in exc.diagnostics)
         raise PluginError(f"the library at {root} does not load; fix these and rebuild:\n{lines}") from None
+    errors = sorted(errors_only(validate_library(library)), key=sort_key)
+    if errors:
+        lines = "\n".join(d.render() for d in errors)
+        raise PluginError(f"`skillkb validate` refuses the library at {root}; fix these and rebuild:\n{lines}")
     results = config.extra.get("skillkb_eval_results")
     docs = Path(config.docs_dir)
     present = {p.relative_to(docs).as_posix() for p in docs.rglob("*.md")}
@@ -54,6 +62,17 @@ def _add(files: Files, file: File) -> None:
     if files.get_file_from_path(file.src_uri) is not None:
         raise PluginError(f"docs/{file.src_uri} clashes with a page generated from the entries; remove it")
     files.append(file)
+
+
+def on_page_content(html: str, page, config, files) -> str:
+    """Refuse a page whose rendered HTML holds anything outside the allow-list (scripts, handlers, URLs)."""
+    from skillkb.htmlsafety import rendered_problems
+
+    problems = rendered_problems(html)
+    if problems:
+        listed = "; ".join(problems[:5])
+        raise PluginError(f"{page.file.src_uri}: rendered HTML is not allowed on the site: {listed}")
+    return html
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:

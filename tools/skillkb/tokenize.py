@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from functools import lru_cache
@@ -85,3 +86,9 @@ def tokenize(text: str) -> list[str]:
     for ident in IDENTIFIER.findall(text[pos:]):
         tokens.extend(_identifier_tokens(ident))
     return tokens
+
+
+def estimate_tokens(text: str) -> int:
+    """Rough LLM token count: ~4 chars per token for ASCII, ~1 per CJK character."""
+    cjk = sum(1 for ch in text if ord(ch) > 0x2E80)
+    return math.ceil((len(text) - cjk) / 4 + cjk)

@@ -9,17 +9,16 @@ from pathlib import Path
 
 from .citations import CITATION, count_cited_facts, find_citations, malformed_citations, resolve
 from .diagnostics import Diagnostic, sort_key
-from .loader import Document, Entry, Library, load_library
+from .htmlsafety import MD_LINK, SOURCE_TAGS, prose_lines, source_problems
+from .loader import Document, Entry, Library, load_library, suggest_name
 from .manifests import ARTIFACT, PARTIAL, ManifestStore
 from .models import SKILL_NAME, Readset, Status
+from .tokenize import estimate_tokens
 
 ALLOWED_FRONTMATTER = ("name", "description", "license", "compatibility", "metadata", "allowed-tools")
 MAX_NAME = 64
 MAX_DESCRIPTION = 1024
 MAX_COMPATIBILITY = 500
-UNSAFE_HTML = re.compile(r"<\s*(script|iframe|object|embed)\b", re.IGNORECASE)
-MD_LINK = re.compile(r"!?\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?[^)]*\)|^\s*\[[^\]]+\]:\s*(\S+)", re.MULTILINE)
-HTML_LINK = re.compile(r"""(?:href|src)\s*=\s*["']([^"']+)["']""", re.IGNORECASE)
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
@@ -169,6 +168,17 @@ def check_frontmatter(entry: Entry) -> list[Diagnostic]:
 
 def _check_name(entry: Entry, name: object, line: int | None) -> list[Diagnostic]:
     file = entry.skill_path
+    if name is not None and not isinstance(name, str):
+        return [
+            d(
+                file,
+                line,
+                "name-invalid",
+                "name",
+                f"name is a {type(name).__name__} ({name!r}), not text",
+                f"write 'name: {entry.name}' (the folder name)",
+            )
+        ]
     if not isinstance(name, str) or not name.strip():
         return [
             d(
@@ -191,26 +201,18 @@ def _check_name(entry: Entry, name: object, line: int | None) -> list[Diagnostic
                 "use only a-z, 0-9 and single hyphens",
             )
         ]
-    if name != name.lower():
-        return [
-            d(
-                file,
-                line,
-                "name-invalid",
-                "name",
-                f"name '{name}' has uppercase letters",
-                f"write it in lower case: '{name.lower()}' (and rename the folder to match)",
-            )
-        ]
     if len(name) > MAX_NAME or not re.fullmatch(SKILL_NAME, name):
+        suggestion = suggest_name(name)
+        upper = " has uppercase letters and" if name != name.lower() else ""
+        fix = f"name it '{suggestion}' and rename the folder to match" if suggestion else "rename skill and folder"
         return [
             d(
                 file,
                 line,
                 "name-invalid",
                 "name",
-                f"name '{name}' is not kebab-case of at most {MAX_NAME} chars (a-z, 0-9, single inner hyphens)",
-                "rename the skill and its folder",
+                f"name '{name}'{upper} is not kebab-case of at most {MAX_NAME} chars (a-z, 0-9, single inner hyphens)",
+                fix,
             )
         ]
     if name != entry.name:
@@ -330,6 +332,18 @@ def check_sections(entry: Entry, library: Library) -> list[Diagnostic]:
                 f"order them: {', '.join(required)}",
             )
         )
+    tokens = estimate_tokens(entry.body.text)
+    if tokens > library.rules.skill_md_tokens:
+        out.append(
+            d(
+                entry.skill_path,
+                None,
+                "skill-too-many-tokens",
+                "",
+                f"the body is about {tokens} tokens, over {library.rules.skill_md_tokens}",
+                "an agent loads SKILL.md whole: move depth into references/*.md and link it from the body",
+            )
+        )
     lines = entry.body.text.count("\n") + entry.body.first_line
     if lines > library.rules.skill_md_lines:
         out.append(
@@ -374,42 +388,29 @@ def check_vocabulary(entry: Entry, library: Library) -> list[Diagnostic]:
     return out
 
 
+SAFETY_FIX = {
+    "unsafe-html": "write Markdown instead, or put the text in `code`; allowed raw tags: "
+    f"{', '.join(sorted(SOURCE_TAGS))}, without attributes",
+    "unsafe-link": "link to an https page, or to a file inside the entry with a relative path",
+}
+
+
 def check_markdown_safety(entry: Entry) -> list[Diagnostic]:
+    """Raw HTML against the allow-list, link schemes, and relative links that leave the entry."""
     out = []
     for doc in entry.documents():
+        out += [
+            d(doc.file, line, code, "", message, SAFETY_FIX[code])
+            for line, code, message in source_problems(doc.text, doc.first_line)
+        ]
         base = Path(doc.file).parent
-        for offset, line in enumerate(doc.text.split("\n")):
-            number = doc.first_line + offset
-            if UNSAFE_HTML.search(line):
-                out.append(
-                    d(
-                        doc.file,
-                        number,
-                        "unsafe-html",
-                        "",
-                        "raw <script>/<iframe>/<object>/<embed> HTML",
-                        "remove it; entries are plain Markdown",
-                    )
-                )
-            targets = [m.group(1) or m.group(2) for m in MD_LINK.finditer(line)] + HTML_LINK.findall(line)
-            for target in targets:
-                out += _check_link(doc.file, number, base, entry, target)
+        for number, line in prose_lines(doc.text, doc.first_line):
+            for match in MD_LINK.finditer(line):
+                out += _check_link(doc.file, number, base, entry, match.group(1) or match.group(2))
     return out
 
 
 def _check_link(file: str, line: int, base: Path, entry: Entry, target: str) -> list[Diagnostic]:
-    lowered = re.sub(r"\s", "", target).lower()
-    if lowered.startswith(("javascript:", "vbscript:", "data:")):
-        return [
-            d(
-                file,
-                line,
-                "unsafe-link",
-                "",
-                f"link target '{target[:40]}' runs script",
-                "link to an http(s) page or a file inside the entry",
-            )
-        ]
     if SCHEME.match(target) or target.startswith(("#", "//")):
         return []
     if target.startswith("/"):

@@ -1,4 +1,10 @@
-"""YAML parsing that keeps line numbers, so diagnostics can point at the offending line."""
+"""YAML parsing that keeps line numbers, so diagnostics can point at the offending line.
+
+Entry files are plain data: anchors and aliases are refused (an alias bomb would expand exponentially
+in any walk of the parsed data), nesting is bounded (deeper input would exhaust the recursion of the
+composer), and a key written twice in one mapping is an error (YAML readers silently keep the last).
+These checks run on the event stream, before anything is composed or expanded.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+
+MAX_DEPTH = 32  # entry.yaml needs 5 levels; frontmatter 2
 
 # Plain scalars that a YAML 1.1 or 1.2 reader turns into a number although they may be meant as a SHA.
 NUMBER_SHAPED = re.compile(r"^[+-]?(\d+|\d*\.?\d+[eE][+-]?\d+|\d+[eE]\d*|0x[0-9a-fA-F]+|0o?[0-7]+)$")
@@ -34,8 +42,26 @@ class YamlProblem(Exception):
         super().__init__(message)
 
 
+def _check_events(text: str, line_offset: int) -> None:
+    """Refuse anchors, aliases and deep nesting from the event stream (nothing is expanded here)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        line = event.start_mark.line + 1 + line_offset
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise YamlProblem(
+                "YAML anchors and aliases (&name, *name) are not allowed in entry files; write the value out", line
+            )
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise YamlProblem(f"YAML nests deeper than {MAX_DEPTH} levels; entry files are shallow data", line)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
 def parse_yaml(text: str, line_offset: int = 0) -> ParsedYaml:
     try:
+        _check_events(text, line_offset)
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -54,9 +80,15 @@ def _walk(node: yaml.Node, path: tuple, parsed: ParsedYaml, offset: int) -> None
     if isinstance(node, yaml.MappingNode):
         if node.flow_style:
             parsed.flow_paths.append(path)
+        seen: set[str] = set()
         for key_node, value_node in node.value:
             key = key_node.value
-            parsed.lines[(*path, key)] = key_node.start_mark.line + 1 + offset
+            line = key_node.start_mark.line + 1 + offset
+            if key in seen:
+                where = ".".join(map(str, (*path, key)))
+                raise YamlProblem(f"key '{where}' is written twice (YAML would silently keep the last); keep one", line)
+            seen.add(key)
+            parsed.lines[(*path, key)] = line
             _walk(value_node, (*path, key), parsed, offset)
     elif isinstance(node, yaml.SequenceNode):
         if node.flow_style:

@@ -13,5 +13,6 @@ echo "== index --check";       $kb index --check
 echo "== coverage --check";    $kb coverage --check
 echo "== readsets verify";     $kb readsets verify
 echo "== eval --gate";         $kb eval --gate evals/retrieval/baseline.json > /dev/null
+echo "== eval --set real --gate"; $kb eval --set real --gate evals/retrieval/real/baseline.json > /dev/null
 echo "== docs build --strict"; $kb docs build --strict --site-dir "$(mktemp -d)"
 echo "== pytest";              .venv/bin/python -m pytest -q

@@ -117,6 +117,18 @@ def write_library(root: Path) -> Path:
     return root
 
 
+def prepare_site(root: Path, home: bool = True) -> Path:
+    """Give a fixture library the repository's mkdocs.yml (hooks by absolute path) and, unless told not to,
+    a home page, so `skillkb docs build` can run on it."""
+    config = (REPO_ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    hooks = (REPO_ROOT / "tools" / "skillkb" / "site_hooks.py").as_posix()
+    (root / "mkdocs.yml").write_text(config.replace("tools/skillkb/site_hooks.py", hooks), encoding="utf-8")
+    (root / "docs").mkdir(exist_ok=True)
+    if home:
+        (root / "docs" / "index.md").write_text("# Demo library\n\nHome.\n", encoding="utf-8")
+    return root
+
+
 @pytest.fixture
 def library_root(tmp_path: Path) -> Path:
     return write_library(tmp_path / "lib")

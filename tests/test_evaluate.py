@@ -13,8 +13,9 @@ from ir_measures import MRR, P, R, Success, nDCG
 from skillkb import evaluation as ev
 from skillkb.api import load_cases_or_fail
 from skillkb.cli import main
+from skillkb.loader import REAL_CASES_FILE
 from skillkb.models import EvalCase
-from skillkb.retrieval import SearchEngine
+from skillkb.retrieval import DEFAULT_RETRIEVER, SearchEngine
 
 from conftest import REPO_ROOT
 
@@ -125,11 +126,17 @@ def test_calibration_uses_only_dev_cases(engine: SearchEngine, cases: list[EvalC
         ev.calibrate(engine, test_only, "bm25")  # no dev cases: nothing to fit on
 
 
-def test_gate_passes_on_the_committed_baseline(cases: list[EvalCase]) -> None:
-    baseline = json.loads((REPO_ROOT / ev.BASELINE_FILE).read_text())
+@pytest.mark.parametrize(
+    ("cases_file", "baseline_file"),
+    [(CASES, ev.BASELINE_FILE), (REAL_CASES_FILE, ev.REAL_BASELINE_FILE)],
+    ids=["authored", "real"],
+)
+def test_gate_passes_on_the_committed_baseline(cases_file: Path, baseline_file: Path) -> None:
+    baseline = json.loads((REPO_ROOT / baseline_file).read_text())
     engine = SearchEngine.open(REPO_ROOT, use_cache=False)
-    run = ev.run_eval(engine, cases, baseline["retriever"])
+    run = ev.run_eval(engine, load_cases_or_fail(REPO_ROOT, cases_file), baseline["retriever"])
     assert ev.gate(run, baseline) == []
+    assert baseline["retriever"] == DEFAULT_RETRIEVER  # CI gates what users get
 
 
 def test_gate_fails_on_a_degraded_index(cases: list[EvalCase]) -> None:
@@ -138,11 +145,24 @@ def test_gate_fails_on_a_degraded_index(cases: list[EvalCase]) -> None:
     # Degrade: drop the flagship entry from the index, as a broken loader or a bad merge would.
     acl = "hardware/ascend/ascend-aclgraph-capture-replay"
     keep = [i for i, d in enumerate(engine.docs) if d.entry_id != acl]
-    from skillkb.retrieval import BM25Index
+    from skillkb.retrieval import BM25Index, PhraseIndex
+    from skillkb.signals import SignatureIndex
     from skillkb.tokenize import tokenize
 
     docs = [engine.docs[i] for i in keep]
-    degraded = replace(engine, docs=docs, bm25=BM25Index.build([tokenize(d.index_text) for d in docs]), _rankers={})
+    phrases = [(e, t) for e, t in zip(engine.phrases.owners, engine.phrases.texts, strict=True) if e != acl]
+    signatures = SignatureIndex(
+        {k: [e for e in v if e != acl] for k, v in engine.signatures.fragments.items()},
+        {k: [e for e in v if e != acl] for k, v in engine.signatures.codes.items()},
+    )
+    degraded = replace(
+        engine,
+        docs=docs,
+        bm25=BM25Index.build([tokenize(d.index_text) for d in docs]),
+        phrases=PhraseIndex.build(phrases),
+        signatures=signatures,
+        _rankers={},
+    )
     problems = ev.gate(ev.run_eval(degraded, cases, baseline["retriever"]), baseline)
     assert any(p.startswith("case aclgraph-") for p in problems)
     assert any(p.startswith("metric ") for p in problems)

@@ -24,7 +24,7 @@ from skillkb.htmlsafety import SOURCE_TAGS, md_text, rendered_problems
 from skillkb.loader import suggest_name
 from skillkb.models import SKILL_NAME
 
-from conftest import REPO_ROOT, write_library
+from conftest import REPO_ROOT, prepare_site, write_library
 
 FEATURE = "hardware/ascend/demo-feature"
 MECHANISM = "repositories/vllm/demo-mechanism"
@@ -51,15 +51,6 @@ def skillkb(root: Path | None, *args: str, env: dict | None = None, timeout: int
 def append_body(root: Path, text: str, entry: str = FEATURE) -> None:
     skill = root / entry / "SKILL.md"
     skill.write_text(skill.read_text(encoding="utf-8") + "\n" + text + "\n", encoding="utf-8")
-
-
-def prepare_site(root: Path) -> Path:
-    config = (REPO_ROOT / "mkdocs.yml").read_text(encoding="utf-8")
-    hooks = (REPO_ROOT / "tools" / "skillkb" / "site_hooks.py").as_posix()
-    (root / "mkdocs.yml").write_text(config.replace("tools/skillkb/site_hooks.py", hooks), encoding="utf-8")
-    (root / "docs").mkdir(exist_ok=True)
-    (root / "docs" / "index.md").write_text("# Demo library\n\nHome.\n", encoding="utf-8")
-    return root
 
 
 # ------------------------------------------------------------------------------------------ 1. XSS

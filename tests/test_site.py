@@ -14,22 +14,12 @@ from skillkb.api import load_or_fail
 from skillkb.index import build_index
 from skillkb.validate import missing_gates
 
-from conftest import DEMO_COMMIT, REPO_ROOT
+from conftest import DEMO_COMMIT, REPO_ROOT, prepare_site
 
 os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
 
 FEATURE = "hardware/ascend/demo-feature"
 ACLGRAPH = "hardware/ascend/ascend-aclgraph-capture-replay"
-
-
-def prepare_site(root: Path) -> Path:
-    """Give a fixture library the repository's mkdocs.yml (hooks by absolute path) and a home page."""
-    config = (REPO_ROOT / "mkdocs.yml").read_text(encoding="utf-8")
-    hooks = (REPO_ROOT / "tools" / "skillkb" / "site_hooks.py").as_posix()
-    (root / "mkdocs.yml").write_text(config.replace("tools/skillkb/site_hooks.py", hooks), encoding="utf-8")
-    (root / "docs").mkdir(exist_ok=True)
-    (root / "docs" / "index.md").write_text("# Demo library\n\nHome.\n", encoding="utf-8")
-    return root
 
 
 def add_cross_ref_and_reference(root: Path) -> None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from .diagnostics import Diagnostic, GitError, SkillkbError, UsageError, errors_only, sort_key
 from .fsutil import atomic_write
 from .index import build_index, index_drift, write_index
-from .loader import Library, load_cases, load_library
+from .loader import CASES_FILE, EVAL_SETS, Library, load_cases, load_library
 from .manifests import MANIFEST_DIR
 from .models import EvalCase
 from .readsets import (
@@ -18,7 +19,7 @@ from .readsets import (
     verify_against_clone,
     verify_against_manifests,
 )
-from .retrieval import DEFAULT_RETRIEVER, RETRIEVERS, engine_for, search
+from .retrieval import DEFAULT_RETRIEVER, RETRIEVERS, engine_for, load_servable, search
 from .schemas import stale_schemas, write_schemas
 from .validate import missing_gates, validate
 
@@ -64,6 +65,16 @@ def load_cases_or_fail(root: Path, cases_file: Path) -> list[EvalCase]:
     return cases
 
 
+def calibration_cases(root: Path) -> list[EvalCase]:
+    """The dev cases abstention is fitted on: authored and real dev together (real dev holds the in-domain
+    questions the library does not cover, the negatives that teach it where the library ends)."""
+    out: list[EvalCase] = []
+    for path in EVAL_SETS.values():
+        if (root / path).is_file():
+            out += [c for c in load_cases_or_fail(root, path) if c.split == "dev"]
+    return out
+
+
 def evaluate(
     root: Path,
     cases: Path = Path("evals/retrieval/cases.jsonl"),
@@ -83,16 +94,22 @@ def evaluate(
     engine = engine_for(root)
     notes: list[str] = []
     if calibrate:
+        dev = calibration_cases(root)
+        weights, fit_stats = ev.fit_combined(engine, dev)  # rank first: abstention is fitted on the ranking
+        engine.calibration.rankers["combined"] = weights
+        engine.drop_ranker("combined")
+        notes.append(f"fitted combined ranker: {weights} {fit_stats}")
         models = dict(engine.calibration.models)
-        stats = {}
+        stats: dict[str, dict] = {"combined-ranker": fit_stats}
         for name in sorted({retriever, *RETRIEVERS}):
-            models[name], stats[name] = ev.calibrate(engine, all_cases, name)
+            models[name], stats[name] = ev.calibrate(engine, dev, name)
             notes.append(f"calibrated {name}: {models[name].to_json()} {stats[name]}")
-        ev.write_calibration(root, models, stats)
+        ev.write_calibration(root, models, stats, engine.calibration.rankers)
         engine.calibration.models.update(models)
     selected = all_cases if split == "all" else [c for c in all_cases if c.split == split]
     run = ev.run_eval(engine, selected, retriever, k)
     report = run.report()
+    report["cases_file"] = cases.as_posix()
     result: dict = {"report": report, "notes": notes}
     if compare:
         other = ev.run_eval(engine, selected, compare, k)
@@ -122,9 +139,8 @@ def evaluate(
     return result
 
 
-def list_entries(root: Path, tier: int | None = None, status: str | None = None) -> list[dict]:
+def entry_rows(library: Library, tier: int | None = None, status: str | None = None) -> list[dict]:
     """One short record per entry (id, name, tier, status, reason, title), filtered by tier and status."""
-    library = load_or_fail(root)
     return [
         {
             "id": e.id,
@@ -142,25 +158,61 @@ def list_entries(root: Path, tier: int | None = None, status: str | None = None)
     ]
 
 
-def show(root: Path, entry_id: str) -> dict:
-    library = load_or_fail(root)
+def list_entries(root: Path, tier: int | None = None, status: str | None = None) -> tuple[list[dict], list[str]]:
+    """Every entry that loads (as search serves them), and the problems of those that do not."""
+    library, problems = load_servable(root)
+    return entry_rows(library, tier, status), problems
+
+
+@dataclass
+class Shown:
+    """What ``show`` found: the entry's record (None when it does not load), the problems of its own files
+    when it does not, and the problems of the rest of the library."""
+
+    record: dict | None
+    own_problems: list[str]
+    other_problems: list[str]
+
+
+def show(root: Path, entry_id: str) -> Shown:
+    """The index record of the entry with this id or folder name, plus the gates it still misses. A broken
+    entry gives its own diagnostics instead; an id that names no entry folder is a UsageError."""
+    from .index import index_entry
+
     entry_id = entry_id.strip("/")
-    matches = [e for e in library.sorted_entries() if entry_id in (e.id, e.name)]
-    if not matches:
+    library, problems = load_servable(root)
+    library.cases, case_problems = load_cases(root / CASES_FILE, CASES_FILE.as_posix())  # the gates count them
+    problems += [d.render() for d in errors_only(case_problems)]
+    entry = next((e for e in library.sorted_entries() if entry_id in (e.id, e.name)), None)
+    if entry is not None:
+        record = index_entry(entry, library).model_dump(mode="json")
+        record["missing_gates"] = missing_gates(entry, library)
+        return Shown(record, [], problems)
+    folder = _entry_folder(root, entry_id)
+    own = [p for p in problems if folder and p.startswith((f"{folder}/", f"{folder}:"))]
+    if not own:
         raise UsageError(f"no entry '{entry_id}'; `skillkb list` shows every entry id")
-    entry = matches[0]
-    record = next(e for e in build_index(library).entries if e.id == entry.id).model_dump(mode="json")
-    record["missing_gates"] = missing_gates(entry, library)
-    return record
+    return Shown(None, own, [p for p in problems if p not in own])
+
+
+def _entry_folder(root: Path, entry_id: str) -> str | None:
+    """The id of the entry folder named ``entry_id`` (its path or its folder name), loadable or not."""
+    from .loader import scan_entry_tree
+
+    folders, _links = scan_entry_tree(root)
+    ids = [f.relative_to(root).as_posix() for f in folders]
+    return next((i for i in ids if entry_id in (i, i.rsplit("/", 1)[-1])), None)
 
 
 __all__ = [
     "DEFAULT_RETRIEVER",
     "MANIFEST_DIR",
     "GitError",
+    "Shown",
     "SkillkbError",
     "UsageError",
     "build_index",
+    "entry_rows",
     "evaluate",
     "index_drift",
     "list_entries",

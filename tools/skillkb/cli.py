@@ -169,9 +169,14 @@ def render_explanation(explanation: dict) -> str:
 def cmd_eval(args: argparse.Namespace) -> int:
     from . import api
 
+    if args.cases is not None and args.set is not None:
+        raise UsageError("give --set or --cases, not both")
+    from .loader import EVAL_SETS
+
+    cases = args.cases or EVAL_SETS[args.set or "authored"]
     outcome = api.evaluate(
         args.root,
-        cases=args.cases,
+        cases=cases,
         retriever=args.retriever or DEFAULT_RETRIEVER,
         k=args.k,
         split=args.split,
@@ -215,10 +220,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return EXIT_FAIL if problems else EXIT_OK
 
 
+def warn_skipped(problems: list[str]) -> None:
+    for problem in problems:
+        print(f"skillkb: warning: skipped while loading the library: {problem}", file=sys.stderr)
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     from . import api
 
-    rows = api.list_entries(args.root, tier=args.tier, status=args.status)
+    rows, problems = api.list_entries(args.root, args.tier, args.status)
+    warn_skipped(problems)
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=not utf8_stdout()))
         return EXIT_OK
@@ -231,10 +242,21 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from . import api
 
-    record = api.show(args.root, args.id)
+    shown = api.show(args.root, args.id)
+    if shown.record is None:
+        for problem in shown.own_problems:
+            print(problem, file=sys.stderr)
+        print(f"skillkb: entry '{args.id.strip('/')}' does not load; fix the error(s) above", file=sys.stderr)
+        return EXIT_FAIL
+    warn_skipped(shown.other_problems)
     if args.json:
-        print(json.dumps(record, indent=2, ensure_ascii=not utf8_stdout()))
+        print(json.dumps(shown.record, indent=2, ensure_ascii=not utf8_stdout()))
         return EXIT_OK
+    print_record(shown.record)
+    return EXIT_OK
+
+
+def print_record(record: dict) -> None:
     print(f"{record['id']}  (tier {record['tier']}, {record['status']}, validation {record['validation']})")
     if record.get("status_reason"):
         print(f"  why {record['status']}: {record['status_reason']}")
@@ -250,7 +272,6 @@ def cmd_show(args: argparse.Namespace) -> int:
     if record["missing_gates"]:
         print("  gates missing: " + "; ".join(record["missing_gates"]))
     print(f"  {record['path']}")
-    return EXIT_OK
 
 
 # ------------------------------------------------------------------------------------------ parser
@@ -298,12 +319,22 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.set_defaults(func=cmd_verify)
 
-    p = sub.add_parser("show", help="print one entry's record")
+    p = sub.add_parser(
+        "show",
+        help="print one entry's record (exit 1 with its errors if it does not load)",
+        description="Print one entry's record. Entries that do not load are reported on stderr and do not stop "
+        "it: a valid entry exits 0, an entry that does not load exits 1 with its errors, an unknown id exits 2.",
+    )
     p.add_argument("id", help="entry id (its path), e.g. hardware/ascend/ascend-aclgraph-capture-replay")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser("list", help="list the entries: id, tier, status and title")
+    p = sub.add_parser(
+        "list",
+        help="list the entries: id, tier, status and title",
+        description="List every entry that loads: id, tier, status and title. Entries that do not load are "
+        "left out and reported on stderr; the exit status is still 0 (`skillkb validate` fails on them).",
+    )
     p.add_argument("--tier", type=int, choices=[1, 2, 3], default=None, help="only entries of this tier")
     p.add_argument("--status", choices=["candidate", "to-refine", "covered", "deferred"], default=None)
     p.add_argument("--json", action="store_true")
@@ -326,7 +357,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_search)
 
     p = sub.add_parser("eval", help="evaluate retrieval on labelled cases; --gate fails on regressions")
-    p.add_argument("--cases", type=Path, default=Path("evals/retrieval/cases.jsonl"))
+    p.add_argument(
+        "--set",
+        choices=["authored", "real"],
+        default=None,
+        help="authored (default: evals/retrieval/cases.jsonl) or real (users' questions, evals/retrieval/real/)",
+    )
+    p.add_argument("--cases", type=Path, default=None, help="any cases file instead of a named set")
     p.add_argument("--retriever", choices=RETRIEVER_CHOICES, default=None)
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--split", choices=["dev", "test", "all"], default="all")

@@ -128,6 +128,17 @@ def build_corpus(library: Library, weights: FieldWeights = DEFAULT_WEIGHTS) -> l
     return [doc for entry in library.sorted_entries() if entry.meta is not None for doc in entry_docs(entry, weights)]
 
 
+def phrase_corpus(library: Library) -> list[tuple[str, str]]:
+    """(entry id, phrase) for every phrasing of every entry: each phrase is one tiny document, so a short
+    question is scored against the one phrase it resembles, not diluted by a long card."""
+    return [
+        (entry.id, phrase)
+        for entry in library.sorted_entries()
+        if entry.meta is not None
+        for phrase in entry.meta.phrasings.en + entry.meta.phrasings.zh
+    ]
+
+
 def corpus_fingerprint(root: Path, extra: str = "") -> str:
     """A cheap fingerprint of the library's text: path, size and mtime of every entry file.
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import upstream_skill
 from .fsutil import atomic_write
 from .loader import Entry, Library
 from .models import Status
@@ -331,7 +332,9 @@ def build_pages(library: Library, drift_pair: tuple[Path, Path] | str | None = D
     }
     if report is not None:
         pages[drift.DRIFT_PAGE] = drift.render_markdown(report)
-    return {path: text.encode("utf-8") for path, text in sorted(pages.items())}
+    out = {path: text.encode("utf-8") for path, text in pages.items()}
+    out.update(upstream_skill.generated_pages(library))
+    return dict(sorted(out.items()))
 
 
 def write_pages(library: Library, drift_pair: tuple[Path, Path] | str | None = DEFAULT) -> dict[Path, bool]:

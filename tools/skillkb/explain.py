@@ -1,8 +1,11 @@
 """``skillkb search --explain``: why a query went where it did.
 
-For every hit: which query terms matched which indexed fields of the entry (card: title, description,
-keywords; section: heading, body), the terms that contributed most to the BM25 score of the hit's
-document, and the abstention features with the model's weights, probability and threshold.
+The query as the ranker sees it (tokens kept at full weight, tokens down-weighted as noise, terms added by
+zh↔en bridges). For every hit: which query terms matched which indexed fields of the entry (card: title,
+description, keywords; section: heading, body), the terms that contributed most to the BM25 score of the
+hit's document, the triage signatures the query contains, the entry's best-matching phrasing, and for the
+combined ranker each signal with its weight. Then the abstention features with the model's weights,
+probability and threshold.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .abstain import FEATURES, AbstentionModel
+from .signals import NOISE_WEIGHT, fold
 from .tokenize import tokenize
 
 if TYPE_CHECKING:
@@ -51,35 +55,93 @@ def field_matches(engine: SearchEngine, entry_id: str, section: str, tokens: set
     return matched
 
 
+def query_view(engine: SearchEngine, query: str) -> dict:
+    """The cleaned, weighted query: what counts fully, what counts as noise, what bridges added."""
+    from .signals import BRIDGE_WEIGHT, weighted_query
+
+    wq = weighted_query(query, engine.lexicon)
+    by_weight: dict[float, list[str]] = {}
+    for token, weight in zip(wq.tokens, wq.weights, strict=True):
+        by_weight.setdefault(weight, []).append(token)
+    return {
+        "cleaned": wq.folded,
+        "full_weight": sorted(set(by_weight.get(1.0, []))),
+        "noise": sorted(set(by_weight.get(NOISE_WEIGHT, []))),
+        "bridged": sorted(set(by_weight.get(BRIDGE_WEIGHT, []))),
+    }
+
+
+def best_phrase(engine: SearchEngine, entry_id: str, query: str) -> str | None:
+    """The entry's phrasing that matches the query best (None when none matches)."""
+    from .signals import weighted_query
+
+    index = engine.phrases
+    if index.bm25 is None:
+        return None
+    wq = weighted_query(query, engine.lexicon)
+    scores = index.bm25.scores(wq.tokens, wq.weights)
+    best = max(
+        (i for i, owner in enumerate(index.owners) if owner == entry_id and scores[i] > 0),
+        key=lambda i: scores[i],
+        default=None,
+    )
+    return index.texts[best] if best is not None else None
+
+
 def explain_result(
-    engine: SearchEngine, tokens: list[str], hits: list[Hit], features: list[float], model: AbstentionModel | None
+    engine: SearchEngine,
+    tokens: list[str],
+    hits: list[Hit],
+    features: list[float],
+    model: AbstentionModel | None,
+    query: str = "",
+    retriever: str = "",
 ) -> dict:
     unique = set(tokens)
     known = sorted(t for t in unique if t in engine.bm25.vocab)
+    signatures = engine.signatures.match(fold(query))
+    combined = {}
+    if retriever == "combined":
+        ranker = engine.ranker("combined")
+        combined = {s.entry_id: s for s in ranker.signals(query)}  # type: ignore[attr-defined]
     hit_rows = []
     for hit in hits:
         index = _doc_index(engine, hit)
         scores = token_scores(engine, index, tokens) if index is not None else {}
-        hit_rows.append(
-            {
-                "id": hit.id,
-                "section": hit.section,
-                "score": round(hit.score, 4),
-                "fields": field_matches(engine, hit.id, hit.section, unique),
-                "top_terms": dict(sorted(scores.items(), key=lambda kv: -kv[1])[:8]),
+        row = {
+            "id": hit.id,
+            "section": hit.section,
+            "score": round(hit.score, 4),
+            "fields": field_matches(engine, hit.id, hit.section, unique),
+            "top_terms": dict(sorted(scores.items(), key=lambda kv: -kv[1])[:8]),
+            "signatures": signatures.get(hit.id, []),
+            "phrasing": best_phrase(engine, hit.id, query),
+        }
+        if hit.id in combined:
+            weights = engine.ranker("combined").weights  # type: ignore[attr-defined]
+            row["signals"] = {
+                name: {"value": round(value, 4), "weight": weights.get(name, 0.0)}
+                for name, value in combined[hit.id].values.items()
             }
-        )
+        hit_rows.append(row)
     abstention = {"features": dict(zip(FEATURES, (round(v, 4) for v in features), strict=True))}
     if model is not None:
         abstention |= {
-            "weights": dict(zip(FEATURES, (round(w, 4) for w in model.weights), strict=True)),
-            "probability_in_scope": round(model.probability(features), 4),
-            "threshold": round(model.threshold, 4),
+            "parts": [
+                {
+                    "name": part.name,
+                    "weights": dict(zip(FEATURES, (round(w, 4) for w in part.weights), strict=True)),
+                    "probability_in_scope": round(part.probability(features), 4),
+                    "threshold": round(part.threshold, 4),
+                }
+                for part in model.parts
+            ],
             "abstains": model.abstains(features),
         }
     return {
         "query_tokens": sorted(unique),
         "unknown_tokens": sorted(unique - set(known)),
+        "query": query_view(engine, query),
         "hits": hit_rows,
         "abstention": abstention,
     }
@@ -89,15 +151,32 @@ def render(explanation: dict) -> str:
     lines = ["", "explain:", f"  query tokens: {' '.join(explanation['query_tokens'])}"]
     if explanation["unknown_tokens"]:
         lines.append(f"  not in the library's vocabulary: {' '.join(explanation['unknown_tokens'])}")
+    view = explanation.get("query") or {}
+    if view.get("noise"):
+        lines.append(f"  counted as noise (x{NOISE_WEIGHT}): {' '.join(view['noise'])}")
+    if view.get("bridged"):
+        lines.append(f"  added by zh/en bridges: {' '.join(view['bridged'])}")
     for row in explanation["hits"]:
         lines.append(f"  {row['id']} § {row['section']} (score {row['score']})")
         for name, found in row["fields"].items():
             lines.append(f"    {name}: {' '.join(found)}")
         if row["top_terms"]:
             lines.append("    top terms: " + ", ".join(f"{t} {v}" for t, v in row["top_terms"].items()))
+        if row.get("signatures"):
+            lines.append("    triage signatures: " + " | ".join(row["signatures"]))
+        if row.get("phrasing"):
+            lines.append(f"    closest phrasing: {row['phrasing']}")
+        if row.get("signals"):
+            parts = [f"{k} {v['value']}×{v['weight']}" for k, v in row["signals"].items()]
+            lines.append("    signals: " + ", ".join(parts))
     ab = explanation["abstention"]
     lines.append("  abstention features: " + ", ".join(f"{k}={v}" for k, v in ab["features"].items()))
-    if "probability_in_scope" in ab:
-        verdict = "abstains" if ab["abstains"] else "answers"
-        lines.append(f"  p(in scope) {ab['probability_in_scope']} vs threshold {ab['threshold']}: {verdict}")
+    for part in ab.get("parts", []):
+        below = part["probability_in_scope"] < part["threshold"]
+        lines.append(
+            f"  {part['name']}: p(in scope) {part['probability_in_scope']} vs threshold {part['threshold']}"
+            + (" (abstains)" if below else "")
+        )
+    if "abstains" in ab:
+        lines.append("  verdict: " + ("abstains" if ab["abstains"] else "answers"))
     return "\n".join(lines)

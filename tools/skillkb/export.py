@@ -11,7 +11,9 @@ citations rewritten as links to the upstream files at the pinned commits. Next t
   are never deleted; a folder is removed only while exactly as exported; any other folder in the target
   is left alone (``--check`` reports it as stray). Targets inside the library are refused.
 
-Writes are atomic and deterministic, so re-running is byte-identical.
+Writes are atomic and deterministic, so re-running is byte-identical. A library with Markdown that
+``skillkb validate`` refuses as unsafe is not exported at all (``refuse_unsafe_markdown``, the check
+``validate`` and ``docs build`` run): agents and editors may render an exported SKILL.md too.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ from pathlib import Path
 
 from .agent_text import link_citations
 from .api import UsageError, load_or_fail
+from .diagnostics import SkillkbError, errors_only, sort_key
 from .fsutil import atomic_write, folder_digest, folder_files
 from .loader import SKILL_FILE, Entry, Library, split_frontmatter
 from .models import Status
+from .validate import markdown_safety
 
 CATALOG_FILE = "available_skills.xml"
 LOCK_FILE = "skills-lock.json"
@@ -93,7 +97,23 @@ def render_entry(entry: Entry, warnings: list[str]) -> dict[str, bytes]:
     return files
 
 
+class UnsafeMarkdown(SkillkbError):
+    """The library has Markdown that ``skillkb validate`` refuses as unsafe; nothing is exported."""
+
+
+def refuse_unsafe_markdown(library: Library) -> None:
+    """Raise ``UnsafeMarkdown`` when the library has Markdown that ``skillkb validate`` refuses as unsafe.
+
+    It is the same check (``validate.markdown_safety``) on the whole library, as ``docs build`` runs it:
+    agents and editors may render an exported SKILL.md, so what the site would refuse is not handed out.
+    """
+    errors = errors_only(markdown_safety(library))
+    if errors:
+        raise UnsafeMarkdown(sorted(errors, key=sort_key))
+
+
 def plan_export(library: Library, tier: int | None = None, status: str | None = None) -> ExportPlan:
+    refuse_unsafe_markdown(library)  # before anything is read for, or written to, the target
     entries = {e.name: e for e in select(library, tier, status)}
     warnings: list[str] = []
     files = {name: render_entry(entry, warnings) for name, entry in sorted(entries.items())}
@@ -326,6 +346,19 @@ def _diff_hint(folder: Path, files: dict[str, bytes]) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    try:
+        return _run_export(args)
+    except UnsafeMarkdown:
+        # The CLI prints each diagnostic after this line, then the counts, and exits 1.
+        print(
+            "skillkb export: refused, nothing was written: the library has Markdown that `skillkb validate` "
+            "refuses as unsafe (fix these, then export again)",
+            file=sys.stderr,
+        )
+        raise
+
+
+def _run_export(args: argparse.Namespace) -> int:
     library = load_or_fail(args.root)
     target = args.target if args.target.is_absolute() else Path.cwd() / args.target
     if args.check:

@@ -8,16 +8,19 @@ files a killed writer left behind.
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import os
 import re
 import stat
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 MAX_TEXT_BYTES = 1_048_576  # no single text file in an entry needs more than 1 MiB
-TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[^.]+\.tmp$")
+BOM = b"\xef\xbb\xbf"
+STALE_TEMP_SECONDS = 3600.0  # a temp file this old belongs to no running write
 
 
 def _read_umask() -> int:
@@ -50,17 +53,33 @@ def not_regular(path: Path) -> TextProblem | None:
     return None
 
 
-def read_text(path: Path, max_bytes: int = MAX_TEXT_BYTES) -> tuple[str | None, TextProblem | None]:
-    """Read a UTF-8 text file, refusing what the library cannot safely store or render."""
+def too_large_fix(path: Path) -> str:
+    """How to shrink a file that is over its limit, by what the file is for."""
+    if path.name == "SKILL.md":
+        return "move deep dives into references/*.md and keep SKILL.md short"
+    if path.name == "entry.yaml":
+        return "entry.yaml is metadata: keep to the fields of docs/authoring.md, with short lists"
+    if path.parent.name == "references":
+        return f"split {path.name} into smaller reference files"
+    return f"shorten {path.name} below the limit"
+
+
+def read_text(
+    path: Path, max_bytes: int = MAX_TEXT_BYTES, normalise: bool = False
+) -> tuple[str | None, TextProblem | None]:
+    """Read a UTF-8 text file, refusing what the library cannot safely store or render.
+
+    A byte-order mark or CRLF line endings are always a problem; with ``normalise`` the text is returned
+    too (mark dropped, line endings made LF) so a caller can check the content as well and report the
+    file once, instead of also reporting everything that seems missing from an unread file.
+    """
     problem = not_regular(path)
     if problem:
         return None, problem
     size = path.lstat().st_size
     if size > max_bytes:
         return None, TextProblem(
-            "file-too-large",
-            f"file is {size} bytes, over the {max_bytes}-byte limit",
-            "move deep dives into references/*.md and keep SKILL.md short",
+            "file-too-large", f"file is {size} bytes, over the {max_bytes}-byte limit", too_large_fix(path)
         )
     try:
         # O_NOFOLLOW and O_NONBLOCK: a link or FIFO swapped in after the check still cannot be read or block.
@@ -71,24 +90,44 @@ def read_text(path: Path, max_bytes: int = MAX_TEXT_BYTES) -> tuple[str | None, 
         return None, TextProblem("file-unreadable", f"cannot read file: {exc.strerror}", "make it a readable file")
     if not data.strip():
         return None, TextProblem("file-empty", "file is empty", "write the required content or remove the file")
-    if data.startswith(b"\xef\xbb\xbf"):
-        return None, TextProblem("file-bom", "file starts with a UTF-8 byte-order mark", "save it as UTF-8 without BOM")
+    bom = data.startswith(BOM)
+    text, problem = _decode(data, len(BOM) if bom else 0)
+    if text is None:
+        return None, problem
+    problem = _ending_problem(text, bom)
+    if problem is None:
+        return text, None
+    if not normalise or not text.strip():
+        return None, problem
+    return text.replace("\r\n", "\n").replace("\r", "\n"), problem
+
+
+def _ending_problem(text: str, bom: bool) -> TextProblem | None:
+    """A byte-order mark or carriage returns: text that reads but that tools and diffs mishandle."""
+    if bom:
+        return TextProblem("file-bom", "file starts with a UTF-8 byte-order mark", "save it as UTF-8 without BOM")
+    if "\r" not in text:
+        return None
+    line = text[: text.index("\r")].count("\n") + 1
+    return TextProblem(
+        "file-crlf",
+        f"file has carriage returns (CRLF / Windows line endings, first on line {line})",
+        "save it with LF line endings (e.g. `dos2unix FILE` or your editor's line-ending setting)",
+    )
+
+
+def _decode(data: bytes, start: int) -> tuple[str | None, TextProblem | None]:
+    """``data`` from byte ``start`` as UTF-8 text without NUL bytes, or why not."""
     try:
-        text = data.decode("utf-8")
+        text = data[start:].decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
+        at = start + exc.start
+        line = data[:at].count(b"\n") + 1
         return None, TextProblem(
-            "file-not-utf8", f"file is not valid UTF-8 (byte {exc.start}, line {line})", "re-encode the file as UTF-8"
+            "file-not-utf8", f"file is not valid UTF-8 (byte {at}, line {line})", "re-encode the file as UTF-8"
         )
     if "\x00" in text:
         return None, TextProblem("file-binary", "file contains NUL bytes", "store only text files in an entry")
-    if "\r" in text:
-        line = text[: text.index("\r")].count("\n") + 1
-        return None, TextProblem(
-            "file-crlf",
-            f"file has carriage returns (CRLF / Windows line endings, first on line {line})",
-            "save it with LF line endings (e.g. `dos2unix FILE` or your editor's line-ending setting)",
-        )
     return text, None
 
 
@@ -136,12 +175,34 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def remove_stale_temps(path: Path) -> list[Path]:
-    """Delete ``.NAME.PID.*.tmp`` files of ``path`` whose writing process no longer runs; return them."""
+def _temp_pattern(path: Path) -> re.Pattern[str]:
+    """Temp names this module gives ``path``: ``.NAME.PID.RANDOM.tmp``, and ``.NAME.RANDOM.tmp`` from
+    before temp names carried the pid (``RANDOM`` is what ``tempfile.mkstemp`` draws from)."""
+    return re.compile(rf"^\.{re.escape(path.name)}\.(?:(?P<pid>\d+)\.)?[a-z0-9_]+\.tmp$")
+
+
+def remove_stale_temps(path: Path, max_age: float = STALE_TEMP_SECONDS) -> list[Path]:
+    """Delete this module's temp files of ``path`` that no writer will finish; return them.
+
+    A temp file is stale when the process named in it no longer runs, or when it is older than
+    ``max_age`` seconds whatever its name says (no write takes that long; a pid can be reused, and older
+    names carry none). Only regular files whose name fits the pattern for ``path`` are ever touched.
+    """
+    pattern = _temp_pattern(path)
+    cutoff = time.time() - max_age
     removed = []
-    for candidate in path.parent.glob(f".{path.name}.*.tmp"):
-        match = TEMP_NAME.match(candidate.name)
-        if match and match["name"] == path.name and not _pid_alive(int(match["pid"])):
+    for candidate in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        match = pattern.match(candidate.name)
+        if match is None:
+            continue
+        try:
+            info = candidate.lstat()
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(info.st_mode):
+            continue
+        dead = match["pid"] is not None and not _pid_alive(int(match["pid"]))
+        if dead or info.st_mtime < cutoff:
             with contextlib.suppress(FileNotFoundError):
                 candidate.unlink()
                 removed.append(candidate)

@@ -18,20 +18,25 @@ from pydantic import ValidationError
 
 from .citations import FENCE
 from .diagnostics import Diagnostic, SkillkbError
-from .fsutil import read_text
+from .fsutil import not_regular, read_text, symlinks_under
 from .manifests import ManifestStore, load_manifests
 from .models import ENTRY_ID, SKILL_NAME, EntryMeta, EvalCase
 from .rules import Rules, RulesProblem, load_rules
 from .yamlsrc import NUMBER_SHAPED, ParsedYaml, YamlProblem, parse_yaml
 
 ENTRY_ROOTS = ("hardware", "repositories")
+DOCS_DIR = "docs"  # the site's hand-written pages (mkdocs.yml docs_dir): published as they are
 SKILL_FILE = "SKILL.md"
 META_FILE = "entry.yaml"
-CASES_FILE = Path("evals/retrieval/cases.jsonl")
+CASES_FILE = Path("evals/retrieval/cases.jsonl")  # authored cases: they count toward the admission gates
+REAL_CASES_FILE = Path("evals/retrieval/real/cases.jsonl")  # real users' questions, copied from public threads
+EVAL_SETS = {"authored": CASES_FILE, "real": REAL_CASES_FILE}
 REFERENCE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*\.md$")
 MAX_JSON_DEPTH = 32
 HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 SHA_FIELDS = ("commit", "blob")
+META_MAX_BYTES = 65_536  # the largest entry.yaml is ~20 KiB; more is a pasted list, slow to parse
+FRONTMATTER_MAX_BYTES = 16_384  # name, description (1,024 characters), license, compatibility, metadata
 
 
 @dataclass
@@ -99,6 +104,7 @@ class Library:
     manifests: ManifestStore
     cases: list[EvalCase]
     duplicate_ids: dict[str, list[str]] = field(default_factory=dict)  # claimed id -> folders claiming it
+    real_cases: list[EvalCase] = field(default_factory=list)
 
     def sorted_entries(self) -> list[Entry]:
         return [self.entries[k] for k in sorted(self.entries)]
@@ -108,10 +114,11 @@ class Library:
 
 
 def slugify(heading: str) -> str:
-    """Anchor for a heading: lower case, Unicode word characters kept, spaces to hyphens."""
-    text = unicodedata.normalize("NFKC", heading).strip().lower()
-    text = re.sub(r"[^\w\s-]", "", text)
-    return re.sub(r"[\s]+", "-", text).strip("-") or "section"
+    """Anchor for a heading, the one the site gives it too (pymdownx ``slugify(case="lower")`` in
+    mkdocs.yml): lower case, Unicode word characters, '-' and spaces kept, each space a hyphen."""
+    text = unicodedata.normalize("NFC", re.sub(r"</?[^>]*>", "", heading)).strip().lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-") or "section"
 
 
 def split_sections(entry_id: str, doc: Document) -> list[Section]:
@@ -188,18 +195,41 @@ def scan_entry_tree(root: Path) -> tuple[list[Path], list[Diagnostic]]:
                 rel = Path(here).relative_to(root).parts
                 if (SKILL_FILE in files or META_FILE in files) and "references" not in rel:
                     folders.add(Path(here))
-        for link in sorted(links):
-            problems.append(
-                _diag(
-                    link.relative_to(root).as_posix(),
-                    None,
-                    "symlink",
-                    "",
-                    "symlinks are refused inside the library (a link can publish any file, e.g. .git/config)",
-                    "replace the link with the file or folder itself",
-                )
-            )
+        problems += [symlink_problem(link, root) for link in sorted(links)]
     return sorted(folders, key=lambda p: p.relative_to(root).as_posix()), problems
+
+
+def symlink_problem(link: Path, root: Path) -> Diagnostic:
+    return _diag(
+        link.relative_to(root).as_posix(),
+        None,
+        "symlink",
+        "",
+        "symlinks are refused inside the library (a link can publish any file, e.g. .git/config)",
+        "replace the link with the file or folder itself",
+    )
+
+
+def scan_docs_tree(root: Path) -> list[Diagnostic]:
+    """Symlinks and non-regular files under docs/, refused as in entry folders.
+
+    mkdocs publishes docs/ as it finds it and follows links, so a link there (``docs/leak.md ->
+    ../.git/config``) would put any file on the site and in its search index; a FIFO would block the build.
+    """
+    docs = root / DOCS_DIR
+    if docs.is_symlink():
+        return [symlink_problem(docs, root)]
+    if not docs.is_dir():
+        return []
+    problems = [symlink_problem(link, root) for link in symlinks_under(docs)]
+    for here, _dirs, files in os.walk(docs, followlinks=False):
+        for path in sorted(Path(here) / name for name in files):
+            problem = not_regular(path)
+            if problem is not None and problem.code == "not-regular-file":  # links are reported above
+                problems.append(
+                    _diag(path.relative_to(root).as_posix(), None, problem.code, "", problem.message, problem.fix)
+                )
+    return problems
 
 
 def entry_path_problem(folder: Path, root: Path) -> Diagnostic | None:
@@ -243,7 +273,9 @@ def _diag(file: str, line: int | None, code: str, fld: str, message: str, fix: s
 def _read(path: Path, root: Path, display: str, problems: list[Diagnostic], max_bytes: int) -> str | None:
     if path.is_symlink():
         return None  # scan_entry_tree reported it
-    text, problem = read_text(path, max_bytes)
+    # normalise: a BOM or CRLF is reported here, once, and the content is still checked, so the entry is
+    # not also reported for every section and gate an unread file seems to miss.
+    text, problem = read_text(path, max_bytes, normalise=True)
     if problem:
         problems.append(_diag(display, None, problem.code, "", problem.message, problem.fix))
     return text
@@ -283,6 +315,19 @@ def load_skill_md(entry: Entry, root: Path, rules: Rules, problems: list[Diagnos
         return
     front, body, body_line = split
     entry.body = Document(display, body, body_line)
+    size = len(front.encode("utf-8"))
+    if size > FRONTMATTER_MAX_BYTES:
+        problems.append(
+            _diag(
+                display,
+                1,
+                "frontmatter-too-large",
+                "",
+                f"the frontmatter is {size} bytes, over the {FRONTMATTER_MAX_BYTES}-byte limit",
+                "keep SKILL.md's frontmatter to name, a description and short metadata; move the rest to the body",
+            )
+        )
+        return
     try:
         parsed = parse_yaml(front, line_offset=1)
     except YamlProblem as exc:
@@ -354,7 +399,7 @@ def load_entry_yaml(entry: Entry, root: Path, problems: list[Diagnostic]) -> Non
             )
         )
         return
-    text = _read(path, root, display, problems, 262_144)
+    text = _read(path, root, display, problems, META_MAX_BYTES)
     if text is None:
         return
     try:
@@ -534,6 +579,7 @@ def load_library(
     claimed: dict[str, list[str]] = {}
     folders, tree_problems = scan_entry_tree(root)
     problems.extend(tree_problems)
+    problems.extend(scan_docs_tree(root))
     for folder in folders:
         bad_path = entry_path_problem(folder, root)
         if bad_path is not None:
@@ -544,10 +590,13 @@ def load_library(
         if entry.meta:
             claimed.setdefault(entry.meta.id, []).append(entry.id)
     cases: list[EvalCase] = []
+    real: list[EvalCase] = []
     if with_cases:
         cases_path = cases_file or root / CASES_FILE
         display = cases_path.relative_to(root).as_posix() if cases_path.is_relative_to(root) else str(cases_path)
         cases, case_problems = load_cases(cases_path, display)
         problems.extend(case_problems)
+        real, real_problems = load_cases(root / REAL_CASES_FILE, REAL_CASES_FILE.as_posix())
+        problems.extend(real_problems)
     duplicates = {k: v for k, v in claimed.items() if len(v) > 1}
-    return Library(root, rules, entries, manifests, cases, duplicates), problems
+    return Library(root, rules, entries, manifests, cases, duplicates, real), problems

@@ -9,6 +9,7 @@ The ``mcp`` SDK is imported inside functions: the CLI must start fast.
 import argparse
 import contextlib
 import logging
+import os
 import re
 import sys
 import threading
@@ -21,10 +22,10 @@ from pydantic import BaseModel
 from .agent_text import Block, citation_links, find_block, section_blocks
 from .api import UsageError
 from .api import search as api_search
-from .diagnostics import SkillkbError, errors_only
+from .diagnostics import SkillkbError
 from .fsutil import read_text
 from .index import build_index
-from .loader import Entry, load_library
+from .loader import Entry
 from .models import Status
 from .retrieval import DEFAULT_RETRIEVER
 from .tokenize import estimate_tokens
@@ -46,7 +47,8 @@ INSTRUCTIONS = (
     "Call `search` with the user's question or the exact error string (English or Chinese), then `fetch` "
     "the best hit's id with its `section` to read only what you need (`tokens` tells you the size). "
     "Citations like [vllm-ascend@9bf964c:path#L28-L46] point at upstream files at pinned commits; "
-    "`fetch` returns their links in metadata.citations. If `abstained` is true, the library has no answer."
+    "`fetch` returns their links in metadata.citations. If `abstained` is true, the library has no answer: "
+    "`related` then names the nearest entries, neighbours of the question rather than answers to it."
 )
 
 
@@ -158,8 +160,9 @@ class LibraryService:
             return self._state
 
     def _load(self) -> _State:
-        library, problems = load_library(self.root, with_cases=False)
-        errors = [d.render() for d in errors_only(problems)]
+        from .retrieval import load_servable
+
+        library, errors = load_servable(self.root)  # what search serves: readable, safe entries only
         for line in errors:
             log.warning("library problem (entry skipped if unreadable): %s", line)
         records = {r.id: r.model_dump(mode="json") for r in build_index(library).entries}
@@ -457,7 +460,8 @@ def build_server(root: Path, service: LibraryService | None = None, warm: bool =
 
         Returns up to k hits, best first, each with the entry id, the best-matching section (its anchor),
         a snippet, a url and `tokens` (the section's approximate size). `abstained` is true when no skill
-        in the library answers the query: do not guess from the hits then.
+        in the library answers the query: `results` is empty and `related` lists the nearest entries, which
+        are only related to the question; do not act on them as if they answered it.
 
         Args:
             query: the question, symptom or exact error string, e.g. "AclmdlRICaptureBegin 207008"
@@ -542,6 +546,43 @@ def _stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, stop)
 
 
+STOP_SIGNALS = ("SIGTERM", "SIGINT")
+STOP_GRACE_SECONDS = 0.3  # lets a reply already being written reach stdout whole
+
+
+def serve_stdio(server) -> None:
+    """Serve over stdin/stdout until stdin closes, or until SIGTERM or SIGINT ends the process with status 0.
+
+    The SDK reads stdin in a worker thread that no cancellation interrupts, so a signal (or SystemExit)
+    would leave the process waiting for the client to close stdin. Instead the signal is received on the
+    event loop, the server is cancelled, and after a short grace the process exits: it writes nothing
+    more, and a reply already being written is finished first, so stdout holds only whole messages.
+    """
+    import signal
+
+    import anyio
+
+    async def serve() -> None:
+        with anyio.open_signal_receiver(*(getattr(signal, name) for name in STOP_SIGNALS)) as signals:
+            async with anyio.create_task_group() as group:
+                group.start_soon(_stop_on_signal, signals, group.cancel_scope)
+                await server.run_stdio_async()
+                group.cancel_scope.cancel()  # stdin closed: the signal watcher is not needed any more
+
+    anyio.run(serve)
+
+
+async def _stop_on_signal(signals, serving) -> None:
+    import anyio
+
+    async for _signum in signals:
+        serving.cancel()  # no new work or reply; a write running in a thread still completes
+        with anyio.CancelScope(shield=True):
+            await anyio.sleep(STOP_GRACE_SECONDS)
+        sys.stderr.flush()
+        os._exit(0)  # not SystemExit: the thread blocked reading stdin would keep the process alive
+
+
 def run(
     root: Path, http: bool = False, port: int = 8765, retriever: str = DEFAULT_RETRIEVER, site_url: str | None = None
 ) -> None:
@@ -552,7 +593,7 @@ def run(
     if http:
         serve_http(server, port)
     else:
-        server.run("stdio")
+        serve_stdio(server)
 
 
 # --------------------------------------------------------------------------------------------- CLI

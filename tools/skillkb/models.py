@@ -25,6 +25,7 @@ SHA40 = r"^[0-9a-f]{40}$"
 ENTRY_ID = r"^(hardware|repositories)(/[a-z0-9]+(-[a-z0-9]+)*)+$"
 SKILL_NAME = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 REPO = r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$"
+THREAD_URL = r"^https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/(issues|pull|discussions)/[0-9]+$"
 LINE_RANGES = r"^[1-9][0-9]*-[1-9][0-9]*(, *[1-9][0-9]*-[1-9][0-9]*)*$"
 # Branch names are never pins: they move. Tags and full commits do not.
 BRANCH_NAMES = re.compile(r"^(main|master|develop|dev|trunk|head|releases?/.*|release-.*|branch-.*)$", re.I)
@@ -61,6 +62,20 @@ Title = Annotated[
     AfterValidator(check_title),
     WithJsonSchema({"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[^<>\\u0000-\\u001f\\u007f]+$"}),
 ]
+
+
+# Topic names the site uses for its own pages under topics/: 'index' is the Topics overview.
+RESERVED_TOPICS = ("index",)
+
+
+def check_topic(value: str) -> str:
+    """A topic becomes the page topics/NAME, so it may not take a name the site's own pages use."""
+    if value in RESERVED_TOPICS:
+        raise ValueError(f"topic '{value}' is reserved (topics/{value} is the Topics overview page); choose another")
+    return value
+
+
+Topic = Annotated[str, StringConstraints(pattern=SKILL_NAME, max_length=64), AfterValidator(check_topic)]
 
 
 class Strict(BaseModel):
@@ -195,6 +210,13 @@ class Keywords(Strict):
     zh: list[NonEmpty] = Field(min_length=1)
 
 
+class Phrasings(Strict):
+    """How users describe the problems an entry answers: symptoms in plain words, not identifiers."""
+
+    en: list[NonEmpty] = Field(default_factory=list)
+    zh: list[NonEmpty] = Field(default_factory=list)
+
+
 class EntryMeta(Strict):
     """``entry.yaml``: provenance, ownership and admission state of one skill entry."""
 
@@ -207,7 +229,7 @@ class EntryMeta(Strict):
     owner: Annotated[str, StringConstraints(pattern=r"^(hardware|repositories)(/[a-z0-9-]+)+$")] = Field(
         description="Canonical owner path (e.g. hardware/ascend); the entry folder lives directly under it"
     )
-    topics: list[Annotated[str, StringConstraints(pattern=SKILL_NAME, max_length=64)]] = Field(
+    topics: list[Topic] = Field(
         default_factory=list, description="Navigation topics for the site: kebab-case, each becomes topics/NAME"
     )
     status: StatusInfo
@@ -216,6 +238,11 @@ class EntryMeta(Strict):
     readsets: list[Readset] = Field(default_factory=list)
     cross_refs: list[CrossRef] = Field(default_factory=list)
     keywords: Keywords
+    phrasings: Phrasings = Field(
+        default_factory=Phrasings,
+        description="Symptoms as users put them, in the library's own words (never copied from a thread); each "
+        "phrase is matched on its own by search, so a short question that says it finds this entry",
+    )
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -313,12 +340,23 @@ class EvalCase(Strict):
     lang: Literal["en", "zh", "mixed"]
     split: Literal["dev", "test"] = "test"
     tags: list[NonEmpty] = Field(default_factory=list)
+    origin: Literal["authored", "real"] = Field(
+        "authored", description="authored: written for the eval; real: copied from a public thread, never rewritten"
+    )
+    source: Annotated[str, StringConstraints(pattern=THREAD_URL)] | None = Field(
+        None, description="For real cases: the thread the question was copied from (one question per thread)"
+    )
+    rationale: NonEmpty | None = Field(
+        None, description="For real cases: what in the thread decided the label (or 'labelled from the body')"
+    )
 
     @model_validator(mode="after")
     def _disjoint(self) -> EvalCase:
         overlap = set(self.expected) & set(self.negatives)
         if overlap:
             raise ValueError(f"ids both expected and negative: {sorted(overlap)}")
+        if self.origin == "real" and not (self.source and self.rationale):
+            raise ValueError("a real case needs 'source' (the thread URL) and 'rationale' (what decided the label)")
         return self
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .diagnostics import Diagnostic
+from .diagnostics import Diagnostic, UsageError
 from .fsutil import atomic_write
 from .loader import Library
 from .manifests import (
@@ -131,8 +131,20 @@ def verify_against_manifests(library: Library) -> list[Diagnostic]:
     return out
 
 
+def readset_repos(library: Library) -> list[str]:
+    """Every upstream repository a loaded readset names, sorted."""
+    return sorted({r.repo for e in library.entries.values() if e.meta is not None for r in e.meta.readsets})
+
+
 def verify_against_clone(library: Library, repo: str, clone: Path) -> list[Diagnostic]:
-    """Check every readset of ``repo`` against a git clone: the commit, the tag, each path, blob and length."""
+    """Check every readset of ``repo`` against a git clone: the commit, the tag, each path, blob and length.
+
+    A repo no readset names is a usage error: verifying nothing and reporting success would hide a typo.
+    """
+    known = readset_repos(library)
+    if repo not in known:
+        listed = ", ".join(known) if known else "none (no entry has a readset)"
+        raise UsageError(f"--clone {repo}={clone}: no readset uses {repo}; the readsets use: {listed}")
     out: list[Diagnostic] = []
     for entry in library.sorted_entries():
         if entry.meta is None or entry.meta_yaml is None:

@@ -17,10 +17,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from .abstain import AbstentionModel, features
-from .corpus import DEFAULT_WEIGHTS, Doc, FieldWeights, build_corpus, corpus_fingerprint
-from .diagnostics import UsageError, require
-from .fsutil import atomic_write
+from .abstain import FEATURES, AbstentionModel, features
+from .corpus import DEFAULT_WEIGHTS, Doc, FieldWeights, build_corpus, corpus_fingerprint, phrase_corpus
+from .diagnostics import Diagnostic, UsageError, require
+from .fsutil import atomic_write, read_text
+from .signals import LEXICON_FILE, Lexicon, SignatureIndex, weighted_query
 from .tokenize import TOKENIZER_VERSION, tokenize
 
 if TYPE_CHECKING:
@@ -28,14 +29,16 @@ if TYPE_CHECKING:
 
     from .loader import Library
 
-RETRIEVERS = ("bm25", "dense", "hybrid", "rank-bm25", "dense-minilm")
-# BM25 ranks best on the eval and, with the calibrated abstention model, meets the out-of-scope target;
-# hybrid abstains as well but ranks worse (bench/RESULTS.md). It also starts in 0.15 s with no model to load.
-DEFAULT_RETRIEVER = "bm25"
+RETRIEVERS = ("combined", "bm25", "dense", "hybrid", "rank-bm25", "dense-minilm")
+# The combined ranker (BM25 of sections, card and phrasings over a cleaned, weighted query, plus triage
+# signatures) ranks best on real users' dev questions without losing the authored set, needs no model and
+# imports no torch; dense and hybrid rank worse on real questions (bench/RESULTS.md).
+DEFAULT_RETRIEVER = "combined"
 RRF_K = 60
 BM25_K1, BM25_B = 1.2, 0.75
 MAX_QUERY_CHARS = 2000  # longer queries are truncated: no one types more, and it bounds latency
 CACHE_DIR = Path(".cache/skillkb")
+CACHE_FORMAT = 2  # bump when what the cache holds changes shape: an old cache then simply misses
 CALIBRATION_FILE = Path("evals/retrieval/calibration.json")
 
 
@@ -161,16 +164,18 @@ class BM25Index:
         idf = np.log(1 + (n - doc_freq + 0.5) / (doc_freq + 0.5))
         return cls(dict(model.vocab_dict), scores["data"], scores["indices"], scores["indptr"], idf, n)
 
-    def scores(self, tokens: Sequence[str]) -> np.ndarray:
+    def scores(self, tokens: Sequence[str], weights: Sequence[float] | None = None) -> np.ndarray:
+        """BM25 score of every document; ``weights`` scale each token's contribution (default 1)."""
         import numpy as np
 
         out = np.zeros(self.num_docs, dtype=np.float32)
-        for token in tokens:
+        for i, token in enumerate(tokens):
             tid = self.vocab.get(token)
             if tid is None:
                 continue
             start, end = self.indptr[tid], self.indptr[tid + 1]
-            np.add.at(out, self.indices[start:end], self.data[start:end])
+            data = self.data[start:end] if weights is None else self.data[start:end] * weights[i]
+            np.add.at(out, self.indices[start:end], data)
         return out
 
     def confidence(self, tokens: Sequence[str], top: float) -> float:
@@ -401,6 +406,99 @@ class HybridRanker:
         return Ranking([(best_doc[e], score) for e, score in order], rankings[1].dense_top)
 
 
+# Signals the combined ranker weighs per entry, and the weights it starts from (refitted on dev by
+# `skillkb eval --calibrate`, stored in evals/retrieval/calibration.json under "rankers").
+COMBINED_SIGNALS = ("section", "card", "coverage", "signature", "phrase")
+DEFAULT_COMBINED = {"section": 1.0, "card": 0.75, "coverage": 0.05, "signature": 1.0, "phrase": 1.5}
+
+
+@dataclass
+class PhraseIndex:
+    """BM25 over the entries' phrasings, one tiny document per phrase (``corpus.phrase_corpus``)."""
+
+    bm25: BM25Index | None
+    owners: list[str]  # entry id of each phrase document
+    texts: list[str]  # the phrase itself, for --explain
+
+    @classmethod
+    def build(cls, phrases: list[tuple[str, str]]) -> PhraseIndex:
+        if not phrases:
+            return cls(None, [], [])
+        owners, texts = [entry for entry, _ in phrases], [text for _, text in phrases]
+        return cls(BM25Index.build([tokenize(text) for text in texts]), owners, texts)
+
+    def best(self, tokens: Sequence[str], weights: Sequence[float]) -> dict[str, float]:
+        """Per entry, the score of its best-matching phrase."""
+        if self.bm25 is None:
+            return {}
+        out: dict[str, float] = {}
+        for i, score in enumerate(self.bm25.scores(tokens, weights)):
+            if score > out.get(self.owners[i], 0.0):
+                out[self.owners[i]] = float(score)
+        return out
+
+
+@dataclass
+class EntrySignals:
+    """Per entry: its best section's BM25, its card's BM25, the sum of its top-3 sections, signature hits,
+    its best phrasing's BM25."""
+
+    entry_id: str
+    best_doc: int
+    values: dict[str, float]
+
+
+@dataclass
+class CombinedRanker:
+    """Entry-level ranking over several signals of one cleaned, weighted query: BM25 of the best section
+    and of the entry card, how much of the entry matches (top-3 sections), and error signatures from the
+    entry's triage table. A linear combination whose weights are fitted on the dev split."""
+
+    bm25: BM25Index
+    docs: list[Doc]
+    signatures: SignatureIndex
+    lexicon: Lexicon
+    phrases: PhraseIndex
+    weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_COMBINED))
+    name: str = "combined"
+
+    def signals(self, query: str) -> list[EntrySignals]:
+        wq = weighted_query(query, self.lexicon)
+        scores = self.bm25.scores(wq.tokens, wq.weights)
+        per_entry: dict[str, dict] = {}
+        for i, doc in enumerate(self.docs):
+            slot = per_entry.setdefault(doc.entry_id, {"sections": [], "card": 0.0, "card_doc": i})
+            if doc.kind == "card":
+                slot["card"], slot["card_doc"] = float(scores[i]), i
+            else:
+                slot["sections"].append((float(scores[i]), i))
+        sig = self.signatures.scores(wq.raw_folded)
+        phrase = self.phrases.best(wq.tokens, wq.weights)
+        out = []
+        for entry_id, slot in per_entry.items():
+            sections = sorted(slot["sections"], reverse=True)
+            best = sections[0] if sections and sections[0][0] > 0 else (0.0, slot["card_doc"])
+            values = {
+                "section": best[0],
+                "card": slot["card"],
+                "coverage": sum(score for score, _ in sections[:3]),
+                "signature": sig.get(entry_id, 0.0),
+                "phrase": phrase.get(entry_id, 0.0),
+            }
+            out.append(EntrySignals(entry_id, best[1], values))
+        return out
+
+    def score(self, signals: EntrySignals, weights: dict[str, float] | None = None) -> float:
+        weights = self.weights if weights is None else weights
+        return sum(weights.get(name, 0.0) * value for name, value in signals.values.items())
+
+    def rank(self, query: str) -> Ranking:
+        scored = [(self.score(s), s) for s in self.signals(query)]
+        scored = [(score, s) for score, s in scored if score > 0]
+        scored.sort(key=lambda pair: (-pair[0], pair[1].entry_id))
+        return Ranking([(s.best_doc, score) for score, s in scored])
+
+
 def _entry_order(order: list[tuple[int, float]], docs: list[Doc]) -> list[tuple[int, float]]:
     """Keep the first (best) document of each entry, preferring a section over the card for display."""
     seen: dict[str, int] = {}
@@ -420,17 +518,37 @@ def _entry_order(order: list[tuple[int, float]], docs: list[Doc]) -> list[tuple[
 
 @dataclass
 class Calibration:
-    """Abstention models per retriever, fitted on the dev split by ``skillkb eval --calibrate``."""
+    """What ``skillkb eval --calibrate`` fits on the dev split: abstention models per retriever, and the
+    signal weights of the combined ranker."""
 
     models: dict[str, AbstentionModel] = field(default_factory=dict)
+    rankers: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, root: Path) -> Calibration:
+    def load(cls, root: Path) -> tuple[Calibration, list[Diagnostic]]:
+        """The fitted models of ``evals/retrieval/calibration.json``; an unreadable or malformed file gives
+        no calibration (search ranks, with the default weights, and never abstains) and a diagnostic."""
         path = root / CALIBRATION_FILE
-        if not path.exists():
-            return cls()
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return cls({name: AbstentionModel.from_json(m) for name, m in data["models"].items()})
+        if not path.exists() and not path.is_symlink():
+            return cls(), []
+        shown = CALIBRATION_FILE.as_posix()
+        text, problem = read_text(path)
+        if problem is not None:
+            return cls(), [Diagnostic(shown, None, problem.code, "", problem.message, problem.fix)]
+        fix = "re-create it with `skillkb eval --calibrate`"
+        try:
+            data = json.loads(text or "")
+            models = {}
+            for name, m in data["models"].items():
+                if list(m.get("features", FEATURES)) == list(FEATURES):  # one fitted on other features is ignored
+                    models[name] = AbstentionModel.from_json(m)
+            rankers = {k: {str(n): float(w) for n, w in v.items()} for k, v in data.get("rankers", {}).items()}
+        except (ValueError, RecursionError, KeyError, TypeError, AttributeError) as exc:
+            message = f"not a calibration file ({type(exc).__name__}: {exc})"[:300]
+            return cls(), [Diagnostic(shown, None, "calibration-invalid", "", message, fix)]
+        if not all(model.fits_features() for model in models.values()):
+            return cls(), [Diagnostic(shown, None, "calibration-invalid", "models", "wrong number of weights", fix)]
+        return cls(models, rankers), []
 
 
 @dataclass
@@ -443,6 +561,9 @@ class SearchEngine:
     calibration: Calibration
     weights: FieldWeights = DEFAULT_WEIGHTS
     problems: list[str] = field(default_factory=list)  # what could not be loaded; every other entry is served
+    signatures: SignatureIndex = field(default_factory=SignatureIndex)
+    lexicon: Lexicon = field(default_factory=Lexicon)
+    phrases: PhraseIndex = field(default_factory=lambda: PhraseIndex(None, [], []))
     _rankers: dict[str, Ranker] = field(default_factory=dict)
 
     @classmethod
@@ -451,24 +572,57 @@ class SearchEngine:
     ) -> SearchEngine:
         root = root.resolve()
         folder = root / CACHE_DIR
-        key = corpus_fingerprint(root, f"{TOKENIZER_VERSION}|{weights.key()}|{BM25_K1}|{BM25_B}")
+        lexicon_file = root / LEXICON_FILE
+        lexicon_stamp = lexicon_file.stat().st_mtime_ns if lexicon_file.is_file() else 0
+        settings = f"{CACHE_FORMAT}|{TOKENIZER_VERSION}|{weights.key()}|{BM25_K1}|{BM25_B}|{lexicon_stamp}"
+        key = corpus_fingerprint(root, settings)
         docs_path, index_path = folder / f"docs-{key}.json", folder / f"bm25-{key}.npz"
+        phrases_path = folder / f"bm25-{key}-phrases.npz"
+        calibration, calibration_problems = Calibration.load(root)
         if use_cache and library is None and docs_path.is_file() and index_path.is_file():
             cached = json.loads(docs_path.read_text(encoding="utf-8"))
-            docs = [Doc(**d) for d in cached["docs"]]
-            return cls(root, docs, BM25Index.load(index_path), Calibration.load(root), weights, cached["problems"])
+            owners, texts = cached["phrase_owners"], cached["phrase_texts"]
+            return cls(
+                root,
+                [Doc(**d) for d in cached["docs"]],
+                BM25Index.load(index_path),
+                calibration,
+                weights,
+                cached["problems"] + [d.render() for d in calibration_problems],
+                SignatureIndex.from_json(cached["signatures"]),
+                Lexicon.from_json(cached["lexicon"]),
+                PhraseIndex(BM25Index.load(phrases_path) if owners else None, owners, texts),
+            )
         problems: list[str] = []
         if library is None:
             library, problems = load_servable(root)
         docs = build_corpus(library, weights)
         bm25 = BM25Index.build([tokenize(d.index_text) for d in docs])
+        signatures = SignatureIndex.build(library.sorted_entries())
+        lexicon, lexicon_problems = Lexicon.load(root)
+        problems += [d.render() for d in lexicon_problems]  # cached with the lexicon they describe
+        phrases = PhraseIndex.build(phrase_corpus(library))
         if use_cache:
             for stale in [*folder.glob("docs-*.json"), *folder.glob("bm25-*.npz")]:
                 stale.unlink(missing_ok=True)  # one library state is cached at a time (written by us only)
-            payload = {"docs": [asdict(d) for d in docs], "problems": problems}
-            atomic_write(docs_path, json.dumps(payload, ensure_ascii=False).encode())
+            payload = {
+                "docs": [asdict(d) for d in docs],
+                "problems": problems,
+                "signatures": signatures.to_json(),
+                "lexicon": lexicon.to_json(),
+                "phrase_owners": phrases.owners,
+                "phrase_texts": phrases.texts,
+            }
             bm25.save(index_path)
-        return cls(root, docs, bm25, Calibration.load(root), weights, problems)
+            if phrases.bm25 is not None:
+                phrases.bm25.save(phrases_path)
+            atomic_write(docs_path, json.dumps(payload, ensure_ascii=False).encode())  # last: it marks the cache whole
+        all_problems = problems + [d.render() for d in calibration_problems]
+        return cls(root, docs, bm25, calibration, weights, all_problems, signatures, lexicon, phrases)
+
+    def drop_ranker(self, name: str) -> None:
+        """Forget a built ranker (its weights changed); the next use builds it again."""
+        self._rankers.pop(name, None)
 
     def ranker(self, name: str) -> Ranker:
         if name not in self._rankers:
@@ -478,6 +632,9 @@ class SearchEngine:
     def _make(self, name: str) -> Ranker:
         if name == "bm25":
             return self.bm25
+        if name == "combined":
+            weights = self.calibration.rankers.get("combined") or dict(DEFAULT_COMBINED)
+            return CombinedRanker(self.bm25, self.docs, self.signatures, self.lexicon, self.phrases, weights)
         if name == "rank-bm25":
             require("rank_bm25", "retrieval", "the rank-bm25 retriever")
             return RankBM25Baseline([tokenize(d.index_text) for d in self.docs])
@@ -512,12 +669,7 @@ class SearchEngine:
             return SearchResult(cleaned, retriever, [], True, 0.0, library_problems=self.problems)
         ranking = self.ranker(retriever).rank(cleaned)
         hits = aggregate(self.docs, ranking.order, k, tier)
-        top_docs = [i for i, d in enumerate(self.docs) if hits and d.entry_id == hits[0].id]
-        lexical = self.bm25.scores(tokens)
-        confidence = self.bm25.confidence(tokens, float(lexical.max()) if len(lexical) else 0.0)
-        x = features(
-            tokens, self.bm25.vocab, confidence, ranking.dense_top, self.bm25.matched_share(tokens, top_docs), self.root
-        )
+        x, confidence = self.abstention_features(cleaned, tokens, ranking, hits)
         model = self.calibration.models.get(retriever)
         abstained = not hits or (abstain and model is not None and model.abstains(x))
         result = SearchResult(
@@ -533,8 +685,32 @@ class SearchEngine:
         if explain:
             from .explain import explain_result
 
-            result.explanation = explain_result(self, tokens, hits, x, model)
+            result.explanation = explain_result(self, tokens, hits, x, model, cleaned, retriever)
         return result
+
+    def abstention_features(
+        self, cleaned: str, tokens: list[str], ranking: Ranking, hits: list[Hit]
+    ) -> tuple[list[float], float]:
+        """The "nothing relevant" features of one query (see ``abstain.FEATURES``) and its BM25 confidence."""
+        wq = weighted_query(cleaned, self.lexicon)
+        top_docs = [i for i, d in enumerate(self.docs) if hits and d.entry_id == hits[0].id]
+        lexical = self.bm25.scores(wq.tokens, wq.weights)
+        confidence = self.bm25.confidence(wq.tokens, float(lexical.max()) if len(lexical) else 0.0)
+        signature = self.signatures.scores(wq.raw_folded).get(hits[0].id, 0.0) if hits else 0.0
+        scores = [score for _, score in _entry_order(ranking.order, self.docs)[:2]]
+        margin = (scores[0] - scores[1]) / scores[0] if len(scores) == 2 and scores[0] > 0 else 1.0
+        x = features(
+            tokens,
+            self.bm25.vocab,
+            confidence,
+            ranking.dense_top,
+            self.bm25.matched_share(wq.tokens, top_docs),
+            self.lexicon,
+            signature,
+            margin,
+            wq.folded,
+        )
+        return x, confidence
 
 
 def aggregate(docs: list[Doc], order: list[tuple[int, float]], k: int, tier: int | None = None) -> list[Hit]:
@@ -584,12 +760,23 @@ def search(
 
 
 def load_servable(root: Path) -> tuple[Library, list[str]]:
-    """The library as search serves it: every entry with a readable entry.yaml and SKILL.md; the load
-    errors (a broken entry, a bad manifest) are returned as text rather than refusing to search."""
+    """The library as search, MCP, ``list`` and ``show`` serve it: every entry with a readable entry.yaml and
+    SKILL.md whose Markdown passes the safety check ``validate`` and the site apply (an entry the site would
+    refuse to publish is not handed to agents either). The load errors and the skipped entries are returned
+    as text rather than refusing to serve the rest."""
     from .diagnostics import errors_only
     from .loader import load_library
+    from .validate import check_markdown_safety
 
     library, problems = load_library(root, with_cases=False)
-    servable = {k: e for k, e in library.entries.items() if e.meta is not None and e.body is not None}
+    servable = {}
+    for entry_id, entry in library.entries.items():
+        if entry.meta is None or entry.body is None:
+            continue
+        unsafe = errors_only(check_markdown_safety(entry))
+        if unsafe:
+            problems += unsafe
+            continue
+        servable[entry_id] = entry
     library.entries = servable
     return library, [d.render() for d in errors_only(problems)]

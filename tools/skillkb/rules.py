@@ -75,6 +75,12 @@ def load_rules(root: Path) -> Rules:
         raise RulesProblem("the tier rules are not UTF-8 text") from None
     except YamlProblem as exc:
         raise RulesProblem(str(exc), exc.line) from None
+    if raw is None:
+        raise RulesProblem("the tier rules file is empty (no tiers, gates, sections or limits)")
+    if not isinstance(raw, dict):
+        raise RulesProblem(
+            f"the tier rules are a {type(raw).__name__}, not a mapping of tiers, gates, sections, limits"
+        )
     try:
         return _rules_from(raw)
     except (KeyError, TypeError, ValueError, AttributeError, re.error) as exc:

@@ -26,6 +26,7 @@ from .models import IndexEntry, Readset
 
 ANCHOR_NAMES = ("vllm_ascend", "vllm", "cann", "torch", "torch_npu")
 RESULTS_DIR = Path("evals/retrieval/results")
+REAL_RESULTS_DIR = Path("evals/retrieval/real/results")
 TIER_TITLES = {
     1: "Tier 1 — generic vLLM mechanisms",
     2: "Tier 2 — vLLM Ascend plugin features",
@@ -221,7 +222,8 @@ def readsets_markdown(entry: Entry, library: Library) -> str:
 def reference_markdown(entry: Entry, name: str, warn: Warn) -> str:
     assert entry.meta is not None
     doc = entry.references[name]
-    text = link_citations(doc.text, entry.meta.readsets, warn, doc.file)
+    # On the site an entry's SKILL.md is its index page: links from a reference to it follow that.
+    text = link_citations(doc.text.replace("](../SKILL.md", "](../index.md"), entry.meta.readsets, warn, doc.file)
     page = reference_page(entry.id, name)
     back = f"Reference of [{cell(entry.meta.title)}]({rel(page, entry_page(entry.id))}) · {code(doc.file)}\n"
     title, rest = _split_title(text, name.removesuffix(".md"))
@@ -352,16 +354,61 @@ def entry_hit_rates(report: dict) -> dict[str, tuple[int, int]]:
     return dict(sorted(rates.items()))
 
 
-def dashboard_markdown(reports: list[dict], library: Library, results: str) -> str:
+def dashboard_markdown(
+    reports: list[dict], library: Library, results: str, real: list[dict] | None = None, real_results: str = ""
+) -> str:
+    """The evaluation page: authored and real side by side (test split), then the authored set in detail."""
     page = "evals/index.md"
     head = (
         "# Retrieval evaluation\n\nGenerated at build time from the committed reports "
-        f"`{results}/report-<retriever>.json` (written by `skillkb eval --retriever NAME --out {results}`).\n\n"
+        f"`{results}/report-<retriever>.json` (written by `skillkb eval --retriever NAME --out {results}`)"
+        + (f" and `{real_results}/report-<retriever>.json` (`skillkb eval --set real`)" if real else "")
+        + ".\n\n"
+    )
+    if not reports and not real:
+        return NO_SEARCH + head + '!!! warning "No reports"\n\n    No eval report is committed yet.\n'
+    parts = [head]
+    if real:
+        parts += [
+            "## Authored and real questions, side by side\n",
+            "Authored cases were written for the entries; real ones are users' questions copied from public "
+            "threads ([details](real.md)). Test split only: nothing was tuned on it.\n",
+            _side_by_side(reports, real),
+        ]
+    parts += ["# Authored cases\n" if real else "", *_set_sections(reports, library, page, "")]
+    return NO_SEARCH + "\n".join(parts)
+
+
+def real_dashboard_markdown(reports: list[dict], library: Library, results: str) -> str:
+    page = "evals/real.md"
+    head = (
+        "# Real users' questions\n\nQuestions copied from public GitHub threads, labelled by the root cause "
+        f"the thread shows (`evals/retrieval/real/`); reports `{results}/report-<retriever>.json`.\n\n"
     )
     if not reports:
-        return NO_SEARCH + head + '!!! warning "No reports"\n\n    No eval report is committed yet.\n'
+        return NO_SEARCH + head + '!!! warning "No reports"\n\n    No real-question report is committed yet.\n'
+    return NO_SEARCH + head + "\n".join(_set_sections(reports, library, page, "real-", confusion=True))
+
+
+SIDE_METRICS = ("hit@1", "hit@3_any", "mrr@10", "oos_abstention", "false_abstention")
+
+
+def _side_by_side(authored: list[dict], real: list[dict]) -> str:
+    by_name = {str(r["retriever"]): r for r in authored}
+    rows = []
+    for report in real:
+        name = str(report["retriever"])
+        mine = report.get("by_split", {}).get("test", {})
+        theirs = by_name.get(name, {}).get("by_split", {}).get("test", {})
+        rows.append([code(name), *(f"{_fmt(theirs.get(m, '—'))} / {_fmt(mine.get(m, '—'))}" for m in SIDE_METRICS)])
+    return table(["Retriever (authored / real)", *SIDE_METRICS], rows)
+
+
+def _set_sections(reports: list[dict], library: Library, page: str, prefix: str, confusion: bool = False) -> list[str]:
+    if not reports:
+        return ["No report for this set.\n"]
     names = [str(r["retriever"]) for r in reports]
-    parts = [head, "## Latest metrics\n", "![Metrics by retriever](metrics.svg)\n"]
+    parts = ["## Latest metrics\n", f"![Metrics by retriever]({prefix}metrics.svg)\n"]
     parts.append(
         table(
             ["Retriever", "k", *TABLE_METRICS],
@@ -371,13 +418,41 @@ def dashboard_markdown(reports: list[dict], library: Library, results: str) -> s
             ],
         )
     )
-    parts += ["## By language\n", "![hit@1 by language](languages.svg)\n", _by_group(reports, "by_lang")]
+    parts += ["## By language\n", f"![hit@1 by language]({prefix}languages.svg)\n", _by_group(reports, "by_lang")]
     parts += ["## By split\n", _by_group(reports, "by_split")]
-    parts += ["## Per-entry hit@1\n", "![hit@1 per entry](entries.svg)\n", _entry_table(reports, library, page)]
+    parts += [
+        "## Per-entry hit@1\n",
+        f"![hit@1 per entry]({prefix}entries.svg)\n",
+        _entry_table(reports, library, page),
+    ]
+    if confusion:
+        parts.append("## Confusion: expected entry → first hit\n")
+        for report in reports:
+            parts.append(_confusion(report))
     parts.append("## Failing cases\n")
     for report in reports:
         parts.append(_failing(report))
-    return NO_SEARCH + "\n".join(parts) + f"\nRetrievers: {', '.join(cell(n) for n in names)}.\n"
+    parts.append(f"\nRetrievers: {', '.join(cell(n) for n in names)}.\n")
+    return parts
+
+
+def _confusion(report: dict) -> str:
+    table_ = report.get("confusion") or {}
+    rows = []
+    for expected, row in table_.items():
+        total = sum(row.values())
+        right = row.get(expected, 0)
+        wrong = sorted(((n, got) for got, n in row.items() if got != expected), reverse=True)[:4]
+        rows.append(
+            [
+                code(expected.rsplit("/", 1)[-1]),
+                f"{right}/{total}",
+                ", ".join(f"{code(got.rsplit('/', 1)[-1])} {n}" for n, got in wrong) or "—",
+            ]
+        )
+    name = cell(report["retriever"]).replace('"', "'")
+    title = f'??? abstract "{name}: where each expected entry\'s questions went"'
+    return title + "\n\n" + _indent(table(["Expected", "First hit right", "Went instead to (count)"], rows)) + "\n"
 
 
 def _by_group(reports: list[dict], key: str) -> str:
@@ -423,7 +498,7 @@ def _failing(report: dict) -> str:
     return title + "\n\n" + _indent(table(["Case", "Lang", "Split", "Query", "Expected", "Got (top 3)"], rows)) + "\n"
 
 
-def render_charts(reports: list[dict]) -> dict[str, bytes]:
+def render_charts(reports: list[dict], prefix: str = "") -> dict[str, bytes]:
     """SVG charts, drawn deterministically with matplotlib's Agg backend (fixed hash salt, no date)."""
     if not reports:
         return {}
@@ -436,7 +511,7 @@ def render_charts(reports: list[dict]) -> dict[str, bytes]:
     names = [str(r["retriever"]) for r in reports]
     with plt.rc_context(style):
         charts = {
-            "evals/metrics.svg": _bars(
+            f"evals/{prefix}metrics.svg": _bars(
                 plt,
                 names,
                 list(DASHBOARD_METRICS),
@@ -445,7 +520,7 @@ def render_charts(reports: list[dict]) -> dict[str, bytes]:
             ),
         }
         langs = sorted({lang for r in reports for lang in r.get("by_lang", {})})
-        charts["evals/languages.svg"] = _bars(
+        charts[f"evals/{prefix}languages.svg"] = _bars(
             plt,
             names,
             langs,
@@ -455,7 +530,7 @@ def render_charts(reports: list[dict]) -> dict[str, bytes]:
         rates = [entry_hit_rates(r) for r in reports]
         ids = sorted({i for rate in rates for i in rate})
         values = [[(h / t if t else 0.0) for h, t in (rate.get(i, (0, 0)) for i in ids)] for rate in rates]
-        charts["evals/entries.svg"] = _bars(
+        charts[f"evals/{prefix}entries.svg"] = _bars(
             plt, names, [i.rsplit("/", 1)[-1] for i in ids], values, "hit@1 per expected entry", horizontal=True
         )
     return charts
@@ -518,9 +593,17 @@ def generate(
     out.pages["versions.md"] = versions_markdown(library)
     results = results or library.root / RESULTS_DIR
     reports = load_reports(results, warn)
-    shown = results.relative_to(library.root).as_posix() if results.is_relative_to(library.root) else str(results)
-    out.pages["evals/index.md"] = dashboard_markdown(reports, library, shown)
+    real_dir = library.root / REAL_RESULTS_DIR
+    real = load_reports(real_dir, warn)
+
+    def shown(path: Path) -> str:
+        return path.relative_to(library.root).as_posix() if path.is_relative_to(library.root) else str(path)
+
+    out.pages["evals/index.md"] = dashboard_markdown(reports, library, shown(results), real, shown(real_dir))
     out.assets.update(render_charts(reports))
+    if real:
+        out.pages["evals/real.md"] = real_dashboard_markdown(real, library, shown(real_dir))
+        out.assets.update(render_charts(real, "real-"))
     present = docs_present if docs_present is not None else set()
     if "index.md" not in present:
         out.pages["index.md"] = f"# {cell(library.root.name)}\n\nSkills of this library, by tier:\n\n" + tier_table(
@@ -530,7 +613,7 @@ def generate(
         if name not in present:
             out.pages[name] = placeholder_markdown(name)
     out.tier_table = tier_table(library)
-    out.nav = _nav(tiers, found, present)
+    out.nav = _nav(tiers, found, present, "evals/real.md" in out.pages)
     return out
 
 
@@ -540,7 +623,7 @@ def _index(library: Library):
     return build_index(library)
 
 
-def _nav(tiers: dict[int, list], found: dict[str, list[Entry]], present: set[str]) -> list:
+def _nav(tiers: dict[int, list], found: dict[str, list[Entry]], present: set[str], real: bool = False) -> list:
     """Home, tiers, skills by tier, topics, coverage, drift, versions, evaluation, authoring.
 
     Hand-written pages other than the home page appear only when ``docs/`` has them.
@@ -557,7 +640,7 @@ def _nav(tiers: dict[int, list], found: dict[str, list[Entry]], present: set[str
         {"Coverage": [{EXTERNAL_PAGES[n][0]: n} for n in ("reference-matrix.md", "skill-coverage.md", "ownership.md")]},
         {"Upstream drift": "upstream-drift.md"},
         {"Version anchors": "versions.md"},
-        {"Evaluation": "evals/index.md"},
+        {"Evaluation": ["evals/index.md", {"Real users' questions": "evals/real.md"}] if real else "evals/index.md"},
         *hand("Authoring an entry", "authoring.md"),
         *hand("Security and guarantees", "security.md"),
     ]

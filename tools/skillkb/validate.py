@@ -6,14 +6,16 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote
 
 from .citations import CITATION, count_cited_facts, find_citations, malformed_citations, resolve
 from .diagnostics import Diagnostic, sort_key
-from .htmlsafety import MD_LINK, SOURCE_TAGS, prose_lines, source_problems
-from .loader import Document, Entry, Library, load_library, suggest_name
+from .htmlsafety import PROTOCOL_RELATIVE, SOURCE_TAGS, check_markdown, pipeline_problem
+from .loader import CASES_FILE, REAL_CASES_FILE, Document, Entry, Library, load_library, suggest_name
 from .manifests import ARTIFACT, PARTIAL, ManifestStore
 from .models import SKILL_NAME, Readset, Status
 from .tokenize import estimate_tokens
+from .upstream_skill import check_maps
 
 ALLOWED_FRONTMATTER = ("name", "description", "license", "compatibility", "metadata", "allowed-tools")
 MAX_NAME = 64
@@ -389,31 +391,62 @@ def check_vocabulary(entry: Entry, library: Library) -> list[Diagnostic]:
 
 
 SAFETY_FIX = {
-    "unsafe-html": "write Markdown instead, or put the text in `code`; allowed raw tags: "
-    f"{', '.join(sorted(SOURCE_TAGS))}, without attributes",
-    "unsafe-link": "link to an https page, or to a file inside the entry with a relative path",
+    "unsafe-html": "write Markdown instead of HTML, or put it in `code`; raw tags may only be "
+    f"{', '.join(sorted(SOURCE_TAGS))}, without attributes, and an attribute list {{: …}} may not set event "
+    "handlers, styles or other attributes outside the site's allow-list",
+    "unsafe-link": "link to an http or https page by its full URL, to a mailto: address, or to a file inside "
+    "the entry with a relative path",
 }
 
 
 def check_markdown_safety(entry: Entry) -> list[Diagnostic]:
-    """Raw HTML against the allow-list, link schemes, and relative links that leave the entry."""
+    """The entry's Markdown as the site renders it (``htmlsafety.check_markdown``, the check the docs build
+    and export share): raw and rendered HTML against the allow-lists, link schemes, relative links that
+    leave the entry."""
     out = []
     for doc in entry.documents():
-        out += [
-            d(doc.file, line, code, "", message, SAFETY_FIX[code])
-            for line, code, message in source_problems(doc.text, doc.first_line)
-        ]
+        report = check_markdown(doc.text, doc.first_line)
+        out += [d(doc.file, line, code, "", message, SAFETY_FIX[code]) for line, code, message in report.problems]
         base = Path(doc.file).parent
-        for number, line in prose_lines(doc.text, doc.first_line):
-            for match in MD_LINK.finditer(line):
-                out += _check_link(doc.file, number, base, entry, match.group(1) or match.group(2))
+        for line, target in report.links:
+            out += _check_link(doc.file, line, base, entry, target)
     return out
 
 
-def _check_link(file: str, line: int, base: Path, entry: Entry, target: str) -> list[Diagnostic]:
-    if SCHEME.match(target) or target.startswith(("#", "//")):
+def check_markdown_pipeline(library: Library) -> list[Diagnostic]:
+    """mkdocs.yml must render Markdown with the pipeline ``check_markdown`` renders with, or the site could
+    publish what ``validate`` never saw."""
+    path = library.root / "mkdocs.yml"
+    if not path.is_file():
+        return []  # a library without a site: nothing renders it
+    try:
+        text = path.read_text(encoding="utf-8")
+        problem = pipeline_problem(text)
+    except (OSError, UnicodeDecodeError) as exc:
+        text, problem = "", f"mkdocs.yml cannot be read ({exc})"
+    if problem is None:
         return []
-    if target.startswith("/"):
+    rows = text.split("\n")
+    line = next((i for i, row in enumerate(rows, 1) if row.startswith("markdown_extensions")), None)
+    fix = (
+        "keep markdown_extensions identical to htmlsafety.SITE_MARKDOWN_YAML; to use another extension, review "
+        "the HTML it emits, then add it to both"
+    )
+    return [d("mkdocs.yml", line, "markdown-pipeline", "markdown_extensions", problem, fix)]
+
+
+def markdown_safety(library: Library) -> list[Diagnostic]:
+    """Every Markdown-safety diagnostic of the library: what ``validate`` reports and ``export`` refuses."""
+    out = check_markdown_pipeline(library)
+    for entry in library.sorted_entries():
+        out += check_markdown_safety(entry)
+    return out
+
+
+def _check_link(file: str, line: int | None, base: Path, entry: Entry, target: str) -> list[Diagnostic]:
+    if SCHEME.match(target) or target.startswith("#") or PROTOCOL_RELATIVE.match(target):
+        return []  # schemes and protocol-relative targets are judged by url_problem (unsafe-link)
+    if target.startswith(("/", "\\")):  # browsers read a leading backslash as a slash
         return [
             d(
                 file,
@@ -424,7 +457,9 @@ def _check_link(file: str, line: int, base: Path, entry: Entry, target: str) -> 
                 "use a path relative to this file, inside the entry folder",
             )
         ]
-    resolved = (base / target.split("#", 1)[0]).as_posix()
+    # Browsers undo %-escapes in paths (%2e%2e is ..) and treat backslashes as slashes.
+    path = unquote(re.split(r"[#?]", target, maxsplit=1)[0]).replace("\\", "/")
+    resolved = (base / path).as_posix()
     parts: list[str] = []
     for part in resolved.split("/"):
         if part == "..":
@@ -784,9 +819,39 @@ def check_uniqueness(library: Library) -> list[Diagnostic]:
 
 
 def check_cases(library: Library) -> list[Diagnostic]:
+    return _check_case_set(library, library.cases, CASES_FILE.as_posix(), "authored") + _check_case_set(
+        library, library.real_cases, REAL_CASES_FILE.as_posix(), "real"
+    )
+
+
+def _check_case_set(library: Library, cases: list, file: str, origin: str) -> list[Diagnostic]:
     out = []
-    counts = Counter(c.id for c in library.cases)
-    file = "evals/retrieval/cases.jsonl"
+    counts = Counter(c.id for c in cases)
+    for case in cases:
+        if case.origin != origin:
+            out.append(
+                d(
+                    file,
+                    None,
+                    "case-origin",
+                    f"{case.id}.origin",
+                    f"case '{case.id}' is '{case.origin}' in the {origin} set",
+                    f"keep {origin} cases here and the others in their own file",
+                )
+            )
+    sources = Counter(c.source for c in cases if c.source)
+    for source, count in sorted(sources.items()):
+        if count > 1:
+            out.append(
+                d(
+                    file,
+                    None,
+                    "case-duplicate-source",
+                    "source",
+                    f"{count} cases copy the same thread {source}",
+                    "keep one question per thread (the split is by thread)",
+                )
+            )
     for case_id, count in sorted(counts.items()):
         if count > 1:
             out.append(
@@ -799,7 +864,7 @@ def check_cases(library: Library) -> list[Diagnostic]:
                     "give every case a unique id",
                 )
             )
-    for case in library.cases:
+    for case in cases:
         for fld in ("expected", "acceptable", "negatives"):
             for entry_id in getattr(case, fld):
                 if entry_id not in library.entries:
@@ -825,9 +890,21 @@ def validate_library(library: Library) -> list[Diagnostic]:
         out += check_markdown_safety(entry)
         out += check_citations(entry, library)
         out += check_meta(entry, library)
+    out += check_markdown_pipeline(library)
     out += check_uniqueness(library)
     out += check_cases(library)
+    out += check_maps(library)
+    out += check_tuning_files(library.root)
     return out
+
+
+def check_tuning_files(root: Path) -> list[Diagnostic]:
+    """The files that tune search (the lexicon, the fitted calibration) load clean: search would otherwise
+    serve with less help, so validate says so."""
+    from .retrieval import Calibration
+    from .signals import Lexicon
+
+    return Lexicon.load(root)[1] + Calibration.load(root)[1]
 
 
 def validate(root: Path, cases_file: Path | None = None) -> list[Diagnostic]:

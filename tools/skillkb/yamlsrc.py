@@ -2,8 +2,12 @@
 
 Entry files are plain data: anchors and aliases are refused (an alias bomb would expand exponentially
 in any walk of the parsed data), nesting is bounded (deeper input would exhaust the recursion of the
-composer), and a key written twice in one mapping is an error (YAML readers silently keep the last).
-These checks run on the event stream, before anything is composed or expanded.
+constructor), and a key written twice in one mapping is an error (YAML readers silently keep the last).
+
+The text is parsed once: one pass over the event stream refuses anchors, aliases and deep nesting as
+they come and builds the node tree itself (iteratively, so no input can recurse), and the data is
+constructed from those nodes. libyaml's C parser is used when PyYAML was built with it: the pure-Python
+parser takes seconds on a large flow list, and this runs on every validate and cold search.
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ from typing import Any
 import yaml
 
 MAX_DEPTH = 32  # entry.yaml needs 5 levels; frontmatter 2
+DEPTH_MESSAGE = f"YAML nests deeper than {MAX_DEPTH} levels; entry files are shallow data"
+# The C loader when PyYAML has libyaml; both give the same events, marks and data.
+LOADER: type = yaml.CSafeLoader if getattr(yaml, "__with_libyaml__", False) else yaml.SafeLoader
 
 # Plain scalars that a YAML 1.1 or 1.2 reader turns into a number although they may be meant as a SHA.
 NUMBER_SHAPED = re.compile(r"^[+-]?(\d+|\d*\.?\d+[eE][+-]?\d+|\d+[eE]\d*|0x[0-9a-fA-F]+|0o?[0-7]+)$")
@@ -42,33 +49,86 @@ class YamlProblem(Exception):
         super().__init__(message)
 
 
-def _check_events(text: str, line_offset: int) -> None:
-    """Refuse anchors, aliases and deep nesting from the event stream (nothing is expanded here)."""
-    depth = 0
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+class _Frame:
+    """A collection being composed: its node and, in a mapping, the key still waiting for its value."""
+
+    def __init__(self, node: yaml.CollectionNode):
+        self.node = node
+        self.key: yaml.Node | None = None
+
+    def add(self, child: yaml.Node) -> None:
+        if isinstance(self.node, yaml.SequenceNode):
+            self.node.value.append(child)
+        elif self.key is None:
+            self.key = child
+        else:
+            self.node.value.append((self.key, child))
+            self.key = None
+
+
+def _tag(loader: Any, kind: type, event: yaml.NodeEvent) -> str:
+    """The event's tag, resolved as PyYAML's composer does when it is implicit."""
+    tag = getattr(event, "tag", None)
+    if tag is None or tag == "!":
+        value = event.value if isinstance(event, yaml.ScalarEvent) else None
+        return loader.resolve(kind, value, event.implicit)
+    return tag
+
+
+def _compose(loader: Any, line_offset: int) -> yaml.Node | None:
+    """The single document's node tree, refusing anchors, aliases and deep nesting on the way."""
+    root: yaml.Node | None = None
+    stack: list[_Frame] = []
+    documents = 0
+    while not loader.check_event(yaml.StreamEndEvent):
+        event = loader.get_event()
         line = event.start_mark.line + 1 + line_offset
+        if isinstance(event, yaml.DocumentStartEvent):
+            documents += 1
+            if documents > 1:
+                raise YamlProblem("YAML does not parse: expected a single document, found a second '---'", line)
+            continue
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
             raise YamlProblem(
                 "YAML anchors and aliases (&name, *name) are not allowed in entry files; write the value out", line
             )
-        if isinstance(event, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise YamlProblem(f"YAML nests deeper than {MAX_DEPTH} levels; entry files are shallow data", line)
+        node: yaml.Node
+        if isinstance(event, yaml.ScalarEvent):
+            tag = _tag(loader, yaml.ScalarNode, event)
+            node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style or None)
+        elif isinstance(event, yaml.CollectionStartEvent):
+            if len(stack) >= MAX_DEPTH:
+                raise YamlProblem(DEPTH_MESSAGE, line)
+            kind = yaml.SequenceNode if isinstance(event, yaml.SequenceStartEvent) else yaml.MappingNode
+            node = kind(_tag(loader, kind, event), [], event.start_mark, None, flow_style=event.flow_style)
+            stack.append(_Frame(node))
+            continue
         elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
+            node = stack.pop().node
+            node.end_mark = event.end_mark
+        else:  # stream start, document end
+            continue
+        if stack:
+            stack[-1].add(node)
+        else:
+            root = node
+    return root
 
 
 def parse_yaml(text: str, line_offset: int = 0) -> ParsedYaml:
+    loader = LOADER(text)
     try:
-        _check_events(text, line_offset)
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node = _compose(loader, line_offset)
+        data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 + line_offset if mark else None
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if "nesting depth" in problem:  # libyaml's own bound (1,000 flow levels), met while scanning ahead
+            raise YamlProblem(DEPTH_MESSAGE, line) from None
         raise YamlProblem(f"YAML does not parse: {problem}", line) from None
+    finally:
+        loader.dispose()
     parsed = ParsedYaml(data=data)
     if node is not None:
         _walk(node, (), parsed, line_offset)

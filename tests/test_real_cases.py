@@ -1,0 +1,87 @@
+"""The real-question set: copied from public threads, one question per thread, split by thread, and never
+drawn from the threads reserved for an independent measurement."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from skillkb.api import load_cases_or_fail
+from skillkb.loader import REAL_CASES_FILE
+
+from conftest import REPO_ROOT, SHARED
+
+RESERVED = SHARED / "eval-reserved.txt"
+THREAD = re.compile(r"github\.com/([^/\s]+)/([^/\s]+)/(?:issues|pull|discussions)/(\d+)", re.I)
+
+
+def thread_key(url: str) -> tuple[str, str, str] | str:
+    """Issues, pull requests and discussions share one number space per repository: compare by number."""
+    match = THREAD.search(url)
+    return (match[1].lower(), match[2].lower(), match[3]) if match else url.strip().lower()
+
+
+@pytest.fixture(scope="module")
+def cases():
+    return load_cases_or_fail(REPO_ROOT, REAL_CASES_FILE)
+
+
+def test_no_case_comes_from_a_reserved_thread(cases) -> None:
+    if not RESERVED.is_file():
+        pytest.skip(f"{RESERVED} is not beside this checkout: the reserved list is checked where it exists")
+    reserved = {thread_key(line) for line in RESERVED.read_text(encoding="utf-8").splitlines() if "github.com" in line}
+    used = [c.id for c in cases if thread_key(c.source or "") in reserved]
+    assert used == [], f"{len(used)} case(s) copy a reserved thread"
+
+
+def test_the_set_is_as_large_and_varied_as_promised(cases) -> None:
+    assert len(cases) >= 300
+    assert sum(c.lang == "zh" for c in cases) / len(cases) >= 0.40
+    assert sum(not c.expected for c in cases) >= 60
+    assert sum(c.split == "test" for c in cases) / len(cases) >= 0.40
+    assert all(c.origin == "real" and c.source and c.rationale for c in cases)
+
+
+def test_one_question_per_thread_and_the_split_is_by_thread(cases) -> None:
+    keys = Counter(thread_key(c.source or "") for c in cases)
+    assert max(keys.values()) == 1
+
+
+def test_every_entry_is_asked_about(cases) -> None:
+    from skillkb.api import load_or_fail
+
+    entries = set(load_or_fail(REPO_ROOT).entries)
+    asked = Counter(e for c in cases for e in c.expected)
+    assert set(asked) <= entries
+    assert all(asked[e] >= 5 for e in entries), {e: asked[e] for e in entries if asked[e] < 5}
+
+
+def test_the_file_is_sorted_json_lines() -> None:
+    lines = (REPO_ROOT / REAL_CASES_FILE).read_text(encoding="utf-8").splitlines()
+    ids = [json.loads(line)["id"] for line in lines]
+    assert ids == sorted(ids)
+
+
+def test_the_three_proposal_cases_are_authored_verbatim() -> None:
+    authored = {c.query: c for c in load_cases_or_fail(REPO_ROOT, Path("evals/retrieval/cases.jsonl"))}
+    wanted = {
+        "ACLGraph capture fails during multimodal prefill with variable image resolution": (
+            "hardware/ascend/ascend-aclgraph-capture-replay",
+            "hardware/ascend/ascend-model-adaptation",
+        ),
+        "Host memory descriptor leak after vLLM Ascend CPU KV offload wait": (
+            "hardware/host/host-memory-management",
+            "hardware/ascend/torchnpu-device-memory-lifecycle",
+        ),
+        "TorchNPU device memory fragmentation under paged attention block allocation": (
+            "hardware/ascend/torchnpu-device-memory-lifecycle",
+            "hardware/ascend/ascend-aclgraph-capture-replay",
+        ),
+    }
+    for query, (expected, negative) in wanted.items():
+        case = authored[query]
+        assert case.expected == [expected] and negative in case.negatives

@@ -1,19 +1,23 @@
 """Retrieval benchmark: prints measured figures (Markdown) for bench/RESULTS.md.
 
-    .venv/bin/python bench/bench_retrieval.py [--sizes 10000 100000] [--queries 200]
+    .venv/bin/python bench/bench_retrieval.py [--sizes 10000 100000] [--queries 200] [--before DIR]
 
 Measures, on this machine:
-1. `skillkb search` as a whole process (BM25, warm on-disk index cache), median of repeated runs;
+1. `skillkb search` as a whole process (default retriever, warm on-disk index cache) side by side with a
+   bare `python -c "import bm25s"`, interleaved, as a ratio (the machine is noisy: only ratios compare);
 2. query latency at the library's size for every retriever;
-3. quality per retriever on the test split (from a fresh eval), the field-weighting ablation, and
-   paired randomisation tests against the default retriever;
-4. on synthetic corpora of 10k and 100k sections: build time and query p50 of skillkb's BM25 (bm25s
-   build, numpy query), raw bm25s and rank-bm25 on the same tokens.
+3. quality per retriever on both case sets (authored, real users' questions), dev and test splits, by
+   language; per-entry Hit@1 and the confusion table of the default on real test; paired randomisation
+   tests of the default against every other retriever, and against the reports of the previous default
+   in ``--before DIR`` (per-case outcomes saved by ``skillkb eval --json`` at an earlier commit);
+4. the field-weighting ablation, and on synthetic corpora of 10k and 100k sections: build time and query
+   p50 of skillkb's BM25 (bm25s build, numpy query), raw bm25s and rank-bm25 on the same tokens.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -29,23 +33,36 @@ sys.path.insert(0, str(ROOT / "tools"))
 from skillkb import evaluation as ev  # noqa: E402
 from skillkb.api import load_cases_or_fail, load_or_fail  # noqa: E402
 from skillkb.corpus import BODY_OFF, CARD_OFF, DEFAULT_WEIGHTS  # noqa: E402
+from skillkb.loader import EVAL_SETS  # noqa: E402
 from skillkb.retrieval import DEFAULT_RETRIEVER, RETRIEVERS, BM25Index, SearchEngine, top_k  # noqa: E402
 from skillkb.tokenize import tokenize  # noqa: E402
+
+QUALITY = ("hit@1", "hit@3", "hit@3_any", "mrr@10", "ndcg@10", "oos_abstention", "false_abstention")
 
 
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f} ms"
 
 
-def process_latency(runs: int = 15) -> list[float]:
-    exe = ROOT / ".venv" / "bin" / "skillkb"
-    cmd = [str(exe), "--root", str(ROOT), "search", "ACL graph capture fails with 207008", "--retriever", "bm25"]
-    subprocess.run(cmd, check=True, capture_output=True)  # warm the on-disk index cache
-    times = []
+PROCESS_QUERIES = {"English": "ACL graph capture fails 207008", "Chinese": "图捕获失败 207008 显存不足"}
+
+
+def process_latency(runs: int = 15) -> dict[str, list[float]]:
+    """Whole-process times of the default search (an English and a Chinese query: only Chinese loads the
+    segmenter) and of a bare ``import bm25s``, interleaved run by run."""
+    python = ROOT / ".venv" / "bin" / "python"
+    base = [str(ROOT / ".venv" / "bin" / "skillkb"), "--root", str(ROOT), "search"]
+    commands = {
+        f"skillkb search ({DEFAULT_RETRIEVER}, {lang} query)": [*base, q] for lang, q in PROCESS_QUERIES.items()
+    }
+    commands['python -c "import bm25s"'] = [str(python), "-c", "import bm25s"]
+    subprocess.run(commands[next(iter(commands))], check=True, capture_output=True)  # warm the index cache
+    times: dict[str, list[float]] = {label: [] for label in commands}
     for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True)
-        times.append(time.perf_counter() - start)
+        for label, cmd in commands.items():
+            start = time.perf_counter()
+            subprocess.run(cmd, check=True, capture_output=True)
+            times[label].append(time.perf_counter() - start)
     return times
 
 
@@ -120,56 +137,113 @@ def bench_scale(n_docs: int, vocab: list[str], queries: list[list[str]]) -> dict
     return result
 
 
+def quality_table(runs: dict[str, ev.EvalRun]) -> None:
+    print("| retriever | " + " | ".join(QUALITY) + " | zh hit@1 | en hit@1 | mixed hit@1 |")
+    print("|---" * (len(QUALITY) + 4) + "|")
+    for name, run in runs.items():
+        m, by_lang = run.metrics(), run.by("lang")
+        langs = " | ".join(f"{by_lang[x]['hit@1']:.3f}" if x in by_lang else "—" for x in ("zh", "en", "mixed"))
+        print(f"| {name} | " + " | ".join(f"{m[h]:.3f}" for h in QUALITY) + f" | {langs} |")
+
+
+def paired_tests(runs: dict[str, ev.EvalRun]) -> None:
+    print("| a | b | metric | cases | mean a | mean b | p |\n|---|---|---|---|---|---|---|")
+    for other in runs:
+        if other == DEFAULT_RETRIEVER:
+            continue
+        for metric in ("hit@1", "mrr@10"):
+            c = ev.compare_runs(runs[DEFAULT_RETRIEVER], runs[other], metric)
+            print(f"| {c['a']} | {c['b']} | {metric} | {c['cases']} | {c['mean_a']} | {c['mean_b']} | {c['p_value']} |")
+
+
+def before_scores(report: dict, metric: str) -> dict[str, float]:
+    """Per-case scores of a saved ``skillkb eval --json`` report (in-scope cases; abstaining scores 0)."""
+    out = {}
+    for case in report["cases"]:
+        if case["expected"]:
+            rank = None if case["abstained"] else case["hit_rank"]
+            out[case["id"]] = float(rank == 1) if metric == "hit@1" else (1.0 / rank if rank else 0.0)
+    return out
+
+
+def against_before(run: ev.EvalRun, report: dict, label: str) -> None:
+    for metric in ("hit@1", "mrr@10"):
+        theirs = before_scores(report, metric)
+        ours = {o.id: ev.case_metrics(o)[metric] for o in run.outcomes if o.in_scope and o.id in theirs}
+        ids = sorted(ours)
+        a, b = [ours[i] for i in ids], [theirs[i] for i in ids]
+        p = ev.paired_randomization(a, b)
+        means = f"{sum(a) / len(a):.4f} | {sum(b) / len(b):.4f}"
+        print(f"| {run.retriever} | {label} | {metric} | {len(ids)} | {means} | {p:.4f} |")
+    then, now = report["metrics"], run.metrics()
+    print(
+        f"\n{label} on the same cases: oos_abstention {then['oos_abstention']:.3f}, false_abstention "
+        f"{then['false_abstention']:.3f} (now {now['oos_abstention']:.3f} / {now['false_abstention']:.3f})\n"
+    )
+
+
+def entry_table(run: ev.EvalRun) -> None:
+    print("| expected entry | cases | hit@1 | first hit instead (count) |\n|---|---|---|---|")
+    for expected, row in run.confusion().items():
+        total = sum(row.values())
+        wrong = sorted(((n, got) for got, n in row.items() if got != expected), reverse=True)[:3]
+        others = ", ".join(f"{got.rsplit('/', 1)[-1]} {n}" for n, got in wrong) or "—"
+        print(f"| {expected.rsplit('/', 1)[-1]} | {total} | {row.get(expected, 0) / total:.2f} | {others} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--before", type=Path, help="folder of report-<set>-<split>.json from the previous default")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     print(f"# Retrieval benchmark\n\nmachine: {os.cpu_count()} cores, python {sys.version.split()[0]}\n")
     times = process_latency()
-    print("## `skillkb search` as a whole process (BM25, warm index cache)\n")
-    print(f"median {ms(statistics.median(times))}, min {ms(min(times))}, max {ms(max(times))} over {len(times)} runs\n")
+    print(f"## `skillkb search` as a whole process ({DEFAULT_RETRIEVER}, warm index cache) beside `import bm25s`\n")
+    print("| command | median | min | max | ratio to bare import (medians) |\n|---|---|---|---|---|")
+    bare = statistics.median(times['python -c "import bm25s"'])
+    for label, values in times.items():
+        ratio = statistics.median(values) / bare
+        print(f"| {label} | {ms(statistics.median(values))} | {ms(min(values))} | {ms(max(values))} | {ratio:.2f} |")
+    print(f"\n{len(next(iter(times.values())))} interleaved runs of each.\n")
 
-    cases = load_cases_or_fail(ROOT, Path("evals/retrieval/cases.jsonl"))
-    test = [c for c in cases if c.split == "test"]
     library = load_or_fail(ROOT)
     engine = SearchEngine.open(ROOT, library=library, use_cache=False)
+    sets = {name: load_cases_or_fail(ROOT, path) for name, path in EVAL_SETS.items()}
     print(f"## Library size: {len(engine.docs)} documents (cards + sections), {len(library.entries)} entries\n")
     print("| retriever | query p50 | query p95 |\n|---|---|---|")
     for name in RETRIEVERS:
-        p50, p95 = library_latency(engine, cases, name)
+        p50, p95 = library_latency(engine, sets["authored"], name)
         print(f"| {name} | {ms(p50)} | {ms(p95)} |")
 
-    print(f"\n## Quality on the test split ({len(test)} cases; default retriever: {DEFAULT_RETRIEVER})\n")
-    header = [
-        "hit@1",
-        "hit@3",
-        "mrr@10",
-        "ndcg@10",
-        "recall@5",
-        "negative_intrusion",
-        "oos_abstention",
-        "false_abstention",
-    ]
-    print("| retriever | " + " | ".join(header) + " | zh hit@1 | en hit@1 |")
-    print("|---" * (len(header) + 3) + "|")
-    runs = {}
-    for name in RETRIEVERS:
-        runs[name] = quality(engine, test, name)
-        m, by_lang = runs[name].metrics(), runs[name].by("lang")
-        cells = " | ".join(f"{m[h]:.3f}" for h in header)
-        print(f"| {name} | {cells} | {by_lang['zh']['hit@1']:.3f} | {by_lang['en']['hit@1']:.3f} |")
+    test_runs: dict[str, dict[str, ev.EvalRun]] = {}
+    for set_name, cases in sets.items():
+        for split in ("dev", "test"):
+            selected = [c for c in cases if c.split == split]
+            runs = {name: ev.run_eval(engine, selected, name) for name in RETRIEVERS}
+            print(f"\n## {set_name} cases, {split} split ({len(selected)} cases; default: {DEFAULT_RETRIEVER})\n")
+            quality_table(runs)
+            if split == "test":
+                test_runs[set_name] = runs
+                print(f"\nPaired randomisation tests, {set_name} test (10,000 sign flips):\n")
+                paired_tests(runs)
+                before = args.before / f"report-{set_name}-{split}.json" if args.before else None
+                if before is not None and before.is_file():
+                    shown = before.relative_to(ROOT) if before.is_relative_to(ROOT) else before
+                    print(f"\nAgainst the previous default ({shown}):\n")
+                    print("| a | b | metric | cases | mean a | mean b | p |\n|---|---|---|---|---|---|---|")
+                    against_before(runs[DEFAULT_RETRIEVER], json.loads(before.read_text()), "previous default")
 
-    print("\n## Paired randomisation tests on test-split MRR@10 (10,000 sign flips)\n")
-    print("| a | b | mean a | mean b | p |\n|---|---|---|---|---|")
-    for other in RETRIEVERS:
-        if other != DEFAULT_RETRIEVER:
-            c = ev.compare_runs(runs[DEFAULT_RETRIEVER], runs[other])
-            print(f"| {c['a']} | {c['b']} | {c['mean_a']} | {c['mean_b']} | {c['p_value']} |")
+    real = test_runs["real"][DEFAULT_RETRIEVER]
+    print(f"\n## Real test split: where each expected entry's questions went ({DEFAULT_RETRIEVER})\n")
+    entry_table(real)
+    failing = [o for o in real.outcomes if not o.passed]
+    print(f"\n{len(failing)} of {len(real.outcomes)} real test cases fail (listed in evals/retrieval/real/results/).\n")
 
-    print("\n## Field weighting (BM25, test split, abstention off)\n")
+    test = [c for c in sets["authored"] if c.split == "test"]
+    print("\n## Field weighting (BM25, authored test split, abstention off)\n")
     print("| corpus | documents | hit@1 | mrr@10 |\n|---|---|---|---|")
     for label, weights in (
         ("cards + sections (default)", DEFAULT_WEIGHTS),
@@ -186,7 +260,7 @@ def main() -> None:
 
     vocab = sorted({t for d in engine.docs for t in tokenize(d.index_text)})
     # Queries are the eval cases' own token lists: a realistic mix of common and rare terms.
-    queries = [tokenize(c.query) for c in cases if tokenize(c.query)][: args.queries]
+    queries = [tokenize(c.query) for c in sets["authored"] if tokenize(c.query)][: args.queries]
     print(
         f"\n## Synthetic corpora (vocabulary of {len(vocab)} library tokens, Zipf, 40-160 tokens/doc; "
         f"{len(queries)} eval-case queries)\n"

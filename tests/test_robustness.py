@@ -282,3 +282,21 @@ def test_crlf_and_bom_are_reported_once_without_follow_on_errors(
     path = library_root / FEATURE / file
     path.write_bytes(damage(path.read_bytes()))
     assert [(d.file, d.code) for d in errors(library_root)] == [(f"{FEATURE}/{file}", code)]
+
+
+def test_a_stop_asked_before_the_http_server_started_ends_it(library_root: Path) -> None:
+    """SIGTERM between start-up and uvicorn taking the signals must not be lost (it used to be raised as
+    SystemExit at an arbitrary point, where a finalizer could swallow it and the server kept serving)."""
+    from skillkb.mcp_server import EarlyStop, build_server, serve_http
+
+    early = EarlyStop()
+    early(15, None)  # the stop arrives before serve_http
+    done = threading.Event()
+    watchdog = threading.Timer(30, lambda: None if done.is_set() else os.kill(os.getpid(), 9))
+    watchdog.start()
+    try:
+        serve_http(build_server(library_root), 0, early)  # returns: uvicorn saw should_exit at start-up
+    finally:
+        done.set()
+        watchdog.cancel()
+    assert early.asked

@@ -13,6 +13,7 @@ import os
 import re
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -522,8 +523,31 @@ def _bound_socket(port: int):
     return sock
 
 
-def serve_http(server, port: int) -> None:
-    """Streamable HTTP on 127.0.0.1 only; port 0 picks a free port (announced on stderr)."""
+class EarlyStop:
+    """Until a mode installs its own signal handling, SIGTERM and SIGINT only record that a stop was asked
+    (and tell the mode, once it is known). Raising from a signal handler lands at an arbitrary point — in a
+    finalizer Python ignores it — so the process could keep serving a stop it was sent."""
+
+    def __init__(self) -> None:
+        self.asked = False
+        self.on_stop: Callable[[], None] | None = None
+
+    def __call__(self, _signum: int, _frame: object) -> None:
+        self.asked = True
+        if self.on_stop is not None:
+            self.on_stop()
+
+    def install(self) -> "EarlyStop":
+        import signal
+
+        for name in STOP_SIGNALS:
+            signal.signal(getattr(signal, name), self)
+        return self
+
+
+def serve_http(server, port: int, early: EarlyStop) -> None:
+    """Streamable HTTP on 127.0.0.1 only; port 0 picks a free port, announced on stderr once uvicorn has
+    started (and so handles SIGTERM and Ctrl-C itself: it drains connections and the process exits 0)."""
     import anyio
     import uvicorn
 
@@ -531,26 +555,29 @@ def serve_http(server, port: int) -> None:
     actual = sock.getsockname()[1]
     app = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=HTTP_HOST)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-    print(f"skillkb mcp: serving http://{HTTP_HOST}:{actual}{HTTP_PATH}", file=sys.stderr, flush=True)
-    anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))
+    uv = uvicorn.Server(config)
+    early.on_stop = lambda: setattr(uv, "should_exit", True)  # a stop asked before uvicorn took the signals
+    uv.should_exit = early.asked
 
+    async def announce() -> None:
+        while not uv.started:
+            await anyio.sleep(0.01)
+        print(f"skillkb mcp: serving http://{HTTP_HOST}:{actual}{HTTP_PATH}", file=sys.stderr, flush=True)
 
-def _stop_on_sigterm() -> None:
-    """SIGTERM ends the server like Ctrl-C: uvicorn drains connections, then re-raises the signal it
-    caught; with this handler in place that ends the process with status 0 instead of 143."""
-    import signal
+    async def serve() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(announce)
+            await uv.serve(sockets=[sock])
+            group.cancel_scope.cancel()
 
-    def stop(_signum: int, _frame: object) -> None:
-        raise SystemExit(0)
-
-    signal.signal(signal.SIGTERM, stop)
+    anyio.run(serve)
 
 
 STOP_SIGNALS = ("SIGTERM", "SIGINT")
 STOP_GRACE_SECONDS = 0.3  # lets a reply already being written reach stdout whole
 
 
-def serve_stdio(server) -> None:
+def serve_stdio(server, early: EarlyStop) -> None:
     """Serve over stdin/stdout until stdin closes, or until SIGTERM or SIGINT ends the process with status 0.
 
     The SDK reads stdin in a worker thread that no cancellation interrupts, so a signal (or SystemExit)
@@ -564,6 +591,8 @@ def serve_stdio(server) -> None:
 
     async def serve() -> None:
         with anyio.open_signal_receiver(*(getattr(signal, name) for name in STOP_SIGNALS)) as signals:
+            if early.asked:  # stopped while starting up: nothing was served, nothing to finish
+                os._exit(0)
             async with anyio.create_task_group() as group:
                 group.start_soon(_stop_on_signal, signals, group.cancel_scope)
                 await server.run_stdio_async()
@@ -587,13 +616,13 @@ def run(
     root: Path, http: bool = False, port: int = 8765, retriever: str = DEFAULT_RETRIEVER, site_url: str | None = None
 ) -> None:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="skillkb mcp: %(message)s")
-    _stop_on_sigterm()
+    early = EarlyStop().install()
     service = LibraryService(root, retriever=retriever, site_url=site_url)
     server = build_server(root, service, warm=True)
     if http:
-        serve_http(server, port)
+        serve_http(server, port, early)
     else:
-        serve_stdio(server)
+        serve_stdio(server, early)
 
 
 # --------------------------------------------------------------------------------------------- CLI

@@ -136,3 +136,25 @@ def test_the_lexical_path_never_imports_torch(tmp_path: Path, retriever: str) ->
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "HEAVY []" in done.stderr
+
+
+def test_explain_shows_why_a_query_went_where_it_did() -> None:
+    query = "Qwen3-32B on 910B: AclmdlRICaptureBegin error code is 207008 when graph capture starts"
+    result = search(REPO_ROOT, query, k=3, explain=True)
+    explanation = result.explanation
+    assert explanation is not None and result.results
+    top = explanation["hits"][0]
+    assert top["id"] == "hardware/ascend/ascend-aclgraph-capture-replay"
+    assert "207008" in top["signatures"]  # the triage table's error code matched
+    assert set(top["signals"]) == {"section", "card", "coverage", "signature", "phrase"}
+    assert all({"value", "weight"} == set(v) for v in top["signals"].values())
+    assert "qwen3-32b" in explanation["query"]["noise"] or "qwen3" in explanation["query"]["noise"]
+    parts = explanation["abstention"]["parts"]
+    assert {p["name"] for p in parts} == {"off-domain", "uncovered"} and explanation["abstention"]["abstains"] is False
+    printed = subprocess.run(
+        [sys.executable, "-m", "skillkb.cli", "--root", str(REPO_ROOT), "search", query, "--explain"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    assert "triage signatures:" in printed and "signals:" in printed and "verdict: answers" in printed

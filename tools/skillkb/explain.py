@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .abstain import FEATURES, AbstentionModel
-from .signals import NOISE_WEIGHT, fold
+from .signals import BRIDGE_WEIGHT, NOISE_WEIGHT, WeightedQuery, fold, weighted_query
 from .tokenize import tokenize
 
 if TYPE_CHECKING:
@@ -55,11 +55,8 @@ def field_matches(engine: SearchEngine, entry_id: str, section: str, tokens: set
     return matched
 
 
-def query_view(engine: SearchEngine, query: str) -> dict:
+def query_view(wq: WeightedQuery) -> dict:
     """The cleaned, weighted query: what counts fully, what counts as noise, what bridges added."""
-    from .signals import BRIDGE_WEIGHT, weighted_query
-
-    wq = weighted_query(query, engine.lexicon)
     by_weight: dict[float, list[str]] = {}
     for token, weight in zip(wq.tokens, wq.weights, strict=True):
         by_weight.setdefault(weight, []).append(token)
@@ -71,21 +68,17 @@ def query_view(engine: SearchEngine, query: str) -> dict:
     }
 
 
-def best_phrase(engine: SearchEngine, entry_id: str, query: str) -> str | None:
-    """The entry's phrasing that matches the query best (None when none matches)."""
-    from .signals import weighted_query
-
+def best_phrases(engine: SearchEngine, wq: WeightedQuery) -> dict[str, str]:
+    """Per entry, its phrasing that matches the query best (entries with no matching phrase are left out)."""
     index = engine.phrases
     if index.bm25 is None:
-        return None
-    wq = weighted_query(query, engine.lexicon)
+        return {}
     scores = index.bm25.scores(wq.tokens, wq.weights)
-    best = max(
-        (i for i, owner in enumerate(index.owners) if owner == entry_id and scores[i] > 0),
-        key=lambda i: scores[i],
-        default=None,
-    )
-    return index.texts[best] if best is not None else None
+    best: dict[str, int] = {}
+    for i, owner in enumerate(index.owners):
+        if scores[i] > 0 and (owner not in best or scores[i] > scores[best[owner]]):
+            best[owner] = i
+    return {owner: index.texts[i] for owner, i in best.items()}
 
 
 def explain_result(
@@ -99,7 +92,9 @@ def explain_result(
 ) -> dict:
     unique = set(tokens)
     known = sorted(t for t in unique if t in engine.bm25.vocab)
+    wq = weighted_query(query, engine.lexicon)
     signatures = engine.signatures.match(fold(query))
+    phrases = best_phrases(engine, wq)
     combined = {}
     if retriever == "combined":
         ranker = engine.ranker("combined")
@@ -115,7 +110,7 @@ def explain_result(
             "fields": field_matches(engine, hit.id, hit.section, unique),
             "top_terms": dict(sorted(scores.items(), key=lambda kv: -kv[1])[:8]),
             "signatures": signatures.get(hit.id, []),
-            "phrasing": best_phrase(engine, hit.id, query),
+            "phrasing": phrases.get(hit.id),
         }
         if hit.id in combined:
             weights = engine.ranker("combined").weights  # type: ignore[attr-defined]
@@ -141,7 +136,7 @@ def explain_result(
     return {
         "query_tokens": sorted(unique),
         "unknown_tokens": sorted(unique - set(known)),
-        "query": query_view(engine, query),
+        "query": query_view(wq),
         "hits": hit_rows,
         "abstention": abstention,
     }

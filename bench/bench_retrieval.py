@@ -1,6 +1,6 @@
 """Retrieval benchmark: prints measured figures (Markdown) for bench/RESULTS.md.
 
-    .venv/bin/python bench/bench_retrieval.py [--sizes 10000 100000] [--queries 200] [--before DIR]
+    .venv/bin/python bench/bench_retrieval.py [--sizes 10000 100000] [--queries 200] [--before DIR ...]
 
 Measures, on this machine:
 1. `skillkb search` as a whole process (default retriever, warm on-disk index cache) side by side with a
@@ -8,8 +8,10 @@ Measures, on this machine:
 2. query latency at the library's size for every retriever;
 3. quality per retriever on both case sets (authored, real users' questions), dev and test splits, by
    language; per-entry Hit@1 and the confusion table of the default on real test; paired randomisation
-   tests of the default against every other retriever, and against the reports of the previous default
-   in ``--before DIR`` (per-case outcomes saved by ``skillkb eval --json`` at an earlier commit);
+   tests of the default against every other retriever, and against the reports of earlier defaults in
+   each ``--before DIR`` (per-case outcomes saved by ``bench/measure_before.py`` at an earlier commit);
+   the same on the fresh real questions (tag ``round3``: collected after every choice before them was
+   made, never read by whoever tuned the ranker);
 4. the field-weighting ablation, and on synthetic corpora of 10k and 100k sections: build time and query
    p50 of skillkb's BM25 (bm25s build, numpy query), raw bm25s and rank-bm25 on the same tokens.
 """
@@ -182,6 +184,35 @@ def against_before(run: ev.EvalRun, report: dict, label: str) -> None:
     )
 
 
+def against_befores(folders: list[Path], name: str, run: ev.EvalRun) -> None:
+    """Paired tests of ``run`` against each earlier default's saved outcomes on the same cases."""
+    for folder in folders:
+        path = folder / name
+        if not path.is_file():
+            continue
+        shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        report = json.loads(path.read_text())
+        ids = {o.id for o in run.outcomes if o.in_scope}
+        report = {**report, "cases": [c for c in report["cases"] if c["id"] in {o.id for o in run.outcomes}]}
+        if not any(c["id"] in ids for c in report["cases"]):
+            print(f"\n{shown} holds none of these cases (they came later).\n")
+            continue
+        print(f"\nAgainst an earlier default ({shown}):\n")
+        print("| a | b | metric | cases | mean a | mean b | p |\n|---|---|---|---|---|---|---|")
+        report["metrics"] = subset_metrics(report["cases"])
+        against_before(run, report, folder.name)
+
+
+def subset_metrics(cases: list[dict]) -> dict[str, float]:
+    """Abstention rates of saved outcomes on a subset (the saved metrics are over the whole split)."""
+    ins = [c for c in cases if c["expected"]]
+    oos = [c for c in cases if not c["expected"]]
+    return {
+        "oos_abstention": sum(c["abstained"] for c in oos) / len(oos) if oos else 0.0,
+        "false_abstention": sum(c["abstained"] for c in ins) / len(ins) if ins else 0.0,
+    }
+
+
 def entry_table(run: ev.EvalRun) -> None:
     print("| expected entry | cases | hit@1 | first hit instead (count) |\n|---|---|---|---|")
     for expected, row in run.confusion().items():
@@ -195,7 +226,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--before", type=Path, help="folder of report-<set>-<split>.json from the previous default")
+    parser.add_argument("--before", type=Path, action="append", default=[], help="reports of an earlier default")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -217,24 +248,28 @@ def main() -> None:
     for name in RETRIEVERS:
         p50, p95 = library_latency(engine, sets["authored"], name)
         print(f"| {name} | {ms(p50)} | {ms(p95)} |")
+    p50, p95 = library_latency(SearchEngine.open(ROOT), sets["authored"], DEFAULT_RETRIEVER)
+    print(f"| {DEFAULT_RETRIEVER}, saved index (plain-Python query path) | {ms(p50)} | {ms(p95)} |")
 
     test_runs: dict[str, dict[str, ev.EvalRun]] = {}
     for set_name, cases in sets.items():
         for split in ("dev", "test"):
             selected = [c for c in cases if c.split == split]
             runs = {name: ev.run_eval(engine, selected, name) for name in RETRIEVERS}
-            print(f"\n## {set_name} cases, {split} split ({len(selected)} cases; default: {DEFAULT_RETRIEVER})\n")
+            note = " — the query classifier was trained on these: in-sample" if split == "dev" else ""
+            print(f"\n## {set_name} cases, {split} split ({len(selected)} cases; default: {DEFAULT_RETRIEVER}){note}\n")
             quality_table(runs)
             if split == "test":
                 test_runs[set_name] = runs
                 print(f"\nPaired randomisation tests, {set_name} test (10,000 sign flips):\n")
                 paired_tests(runs)
-                before = args.before / f"report-{set_name}-{split}.json" if args.before else None
-                if before is not None and before.is_file():
-                    shown = before.relative_to(ROOT) if before.is_relative_to(ROOT) else before
-                    print(f"\nAgainst the previous default ({shown}):\n")
-                    print("| a | b | metric | cases | mean a | mean b | p |\n|---|---|---|---|---|---|---|")
-                    against_before(runs[DEFAULT_RETRIEVER], json.loads(before.read_text()), "previous default")
+                against_befores(args.before, f"report-{set_name}-{split}.json", runs[DEFAULT_RETRIEVER])
+                fresh = [c for c in selected if "round3" in c.tags]
+                if fresh:
+                    print(f"\n## {set_name} test, fresh questions only (tag round3, {len(fresh)} cases)\n")
+                    fresh_runs = {name: ev.run_eval(engine, fresh, name) for name in RETRIEVERS}
+                    quality_table(fresh_runs)
+                    against_befores(args.before, f"report-{set_name}-{split}.json", fresh_runs[DEFAULT_RETRIEVER])
 
     real = test_runs["real"][DEFAULT_RETRIEVER]
     print(f"\n## Real test split: where each expected entry's questions went ({DEFAULT_RETRIEVER})\n")

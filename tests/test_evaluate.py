@@ -184,3 +184,12 @@ def test_bad_cases_file_names_line_and_field(tmp_path: Path, capsys: pytest.Capt
     assert main(["--root", str(REPO_ROOT), "eval", "--cases", str(path), "--retriever", "bm25"]) == 1
     err = capsys.readouterr().err
     assert ":2:" in err and "query" in err
+
+
+def test_reports_break_the_test_split_down_by_tag(engine: SearchEngine) -> None:
+    real = load_cases_or_fail(REPO_ROOT, REAL_CASES_FILE)
+    picked = [c for c in real if "round3" in c.tags][:12] + [c for c in real if "round3" not in c.tags][:12]
+    report = ev.run_eval(engine, picked, DEFAULT_RETRIEVER).report()
+    fresh_test = [c for c in picked if c.split == "test" and "round3" in c.tags]
+    assert report["test_by_tag"]["round3"]["cases"] == len(fresh_test) > 0
+    assert all(tag in {t for c in picked if c.split == "test" for t in c.tags} for tag in report["test_by_tag"])

@@ -146,7 +146,8 @@ def test_explain_shows_why_a_query_went_where_it_did() -> None:
     top = explanation["hits"][0]
     assert top["id"] == "hardware/ascend/ascend-aclgraph-capture-replay"
     assert "207008" in top["signatures"]  # the triage table's error code matched
-    assert set(top["signals"]) == {"section", "card", "coverage", "signature", "phrase"}
+    assert set(top["signals"]) == {"section", "card", "coverage", "signature", "phrase", "learned"}
+    assert top["learned_from"] and all(push > 0 for _, push in top["learned_from"])  # the classifier's reasons
     assert all({"value", "weight"} == set(v) for v in top["signals"].values())
     assert "qwen3-32b" in explanation["query"]["noise"] or "qwen3" in explanation["query"]["noise"]
     parts = explanation["abstention"]["parts"]
@@ -158,3 +159,4 @@ def test_explain_shows_why_a_query_went_where_it_did() -> None:
         timeout=120,
     ).stdout
     assert "triage signatures:" in printed and "signals:" in printed and "verdict: answers" in printed
+    assert "classifier pushed by:" in printed

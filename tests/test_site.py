@@ -202,3 +202,12 @@ def test_real_site_builds_strict_and_deterministically(tmp_path: Path) -> None:
         assert svg.read_bytes() == (second / "evals" / svg.name).read_bytes()
     assert not list((REPO_ROOT / "docs").glob("hardware*"))
     shutil.rmtree(tmp_path)
+
+
+def test_the_evaluation_page_shows_the_fresh_questions_when_the_reports_have_them() -> None:
+    fresh = {"hit@1": 0.5, "hit@3_any": 0.75, "mrr@10": 0.6, "oos_abstention": 0.4, "false_abstention": 0.05}
+    with_fresh = {"retriever": "combined", "test_by_tag": {"round3": fresh, "title": {}}}
+    parts = site._fresh([with_fresh, {"retriever": "bm25"}])
+    assert len(parts) == 2 and "round 3" in parts[0]
+    assert "`combined`" in parts[1] and "0.500" in parts[1] and "`bm25`" not in parts[1]
+    assert site._fresh([{"retriever": "bm25", "test_by_tag": {"title": fresh}}]) == []

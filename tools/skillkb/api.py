@@ -95,16 +95,20 @@ def evaluate(
     notes: list[str] = []
     if calibrate:
         dev = calibration_cases(root)
-        weights, fit_stats = ev.fit_combined(engine, dev)  # rank first: abstention is fitted on the ranking
+        classifier, held_out, classifier_stats = ev.fit_classifier(engine, load_or_fail(root), dev)
+        engine.calibration.classifier = classifier
+        engine.drop_ranker("combined")
+        notes.append(f"fitted query classifier: {classifier_stats}")
+        weights, fit_stats = ev.fit_combined(engine, dev, held_out)  # rank first: abstention is fitted on it
         engine.calibration.rankers["combined"] = weights
         engine.drop_ranker("combined")
         notes.append(f"fitted combined ranker: {weights} {fit_stats}")
         models = dict(engine.calibration.models)
-        stats: dict[str, dict] = {"combined-ranker": fit_stats}
+        stats: dict[str, dict] = {"combined-ranker": fit_stats, "classifier": classifier_stats}
         for name in sorted({retriever, *RETRIEVERS}):
-            models[name], stats[name] = ev.calibrate(engine, dev, name)
+            models[name], stats[name] = ev.calibrate(engine, dev, name, held_out=held_out)
             notes.append(f"calibrated {name}: {models[name].to_json()} {stats[name]}")
-        ev.write_calibration(root, models, stats, engine.calibration.rankers)
+        ev.write_calibration(root, models, stats, engine.calibration.rankers, classifier)
         engine.calibration.models.update(models)
     selected = all_cases if split == "all" else [c for c in all_cases if c.split == split]
     run = ev.run_eval(engine, selected, retriever, k)

@@ -7,14 +7,21 @@ import json
 import math
 import random
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .abstain import AbstentionModel, fit
 from .diagnostics import UsageError
 from .fsutil import atomic_write
 from .models import EvalCase
 from .retrieval import CALIBRATION_FILE, SearchEngine
+
+if TYPE_CHECKING:
+    from .classifier import QueryClassifier
+    from .loader import Library
 
 METRIC_K = 10
 BASELINE_FILE = Path("evals/retrieval/baseline.json")
@@ -44,6 +51,7 @@ class CaseOutcome:
     abstained: bool
     hit_rank: int | None
     latency_ms: float
+    tags: tuple[str, ...] = ()
 
     @property
     def in_scope(self) -> bool:
@@ -156,6 +164,15 @@ class EvalRun:
             groups.setdefault(getattr(outcome, attribute), []).append(outcome)
         return {key: aggregate_metrics(group) for key, group in sorted(groups.items())}
 
+    def test_by_tag(self) -> dict[str, dict[str, float]]:
+        """Test-split metrics per case tag (``round3``: the fresh questions; ``uncovered``; query kinds)."""
+        groups: dict[str, list[CaseOutcome]] = {}
+        for outcome in self.outcomes:
+            if outcome.split == "test":
+                for tag in outcome.tags:
+                    groups.setdefault(tag, []).append(outcome)
+        return {key: aggregate_metrics(group) for key, group in sorted(groups.items())}
+
     def by_entry(self) -> dict[str, dict[str, float]]:
         """Metrics per expected entry ("(none)" groups the out-of-scope cases)."""
         groups: dict[str, list[CaseOutcome]] = {}
@@ -180,6 +197,7 @@ class EvalRun:
             "metrics": self.metrics(),
             "by_lang": self.by("lang"),
             "by_split": self.by("split"),
+            "test_by_tag": self.test_by_tag(),
             "by_entry": self.by_entry(),
             "confusion": self.confusion(),
             "cases": [o.public() for o in self.outcomes],
@@ -215,14 +233,72 @@ def outcome_for(case: EvalCase, hits, abstained: bool, latency_ms: float, confid
         abstained,
         None if abstained else first,
         latency_ms,
+        tuple(case.tags),
     )
 
 
 # ------------------------------------------------------------------------------------- calibration
 
 # The values each of the combined ranker's weights is chosen from (the best section's weight is fixed at 1).
-COMBINED_GRID = (0.0, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
+COMBINED_GRID = (0.0, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0)
 COMBINED_ROUNDS = 4
+CLASSIFIER_FOLDS = 5
+HeldOut = dict[str, "QueryClassifier"]  # case key -> a classifier fitted without that case's fold
+
+
+def case_key(case: EvalCase) -> str:
+    return f"{case.origin}:{case.id}"
+
+
+def fit_classifier(
+    engine: SearchEngine, library: Library, cases: list[EvalCase]
+) -> tuple[QueryClassifier, HeldOut, dict]:
+    """The combined ranker's query classifier, fitted on the entries' phrasings and every dev case, and
+    for each dev case a model fitted without the fold it is in (cross-fitting): the signal weights and the
+    abstention thresholds are then chosen on probabilities the case itself did not shape. Folds go by
+    case id; a real case is its own thread, so no thread is split across folds."""
+    from .classifier import NO_ENTRY, Example, QueryClassifier
+    from .corpus import phrase_corpus
+    from .retrieval import clean_query
+    from .signals import weighted_query
+
+    def example(text: str, label: str) -> Example:
+        wq = weighted_query(clean_query(text), engine.lexicon)  # the query exactly as search() ranks it
+        return Example(wq.tokens, wq.weights, label)
+
+    dev = sorted((c for c in cases if c.split == "dev"), key=case_key)
+    if not dev:
+        raise UsageError("fitting the query classifier needs dev cases")
+    phrasings = [example(text, entry) for entry, text in phrase_corpus(library)]
+    rows = {case_key(c): [example(c.query, e) for e in (c.expected or [NO_ENTRY])] for c in dev}
+    fold = {case_key(c): i % CLASSIFIER_FOLDS for i, c in enumerate(dev)}
+    models = [
+        QueryClassifier.fit(phrasings + [r for key, rs in rows.items() if fold[key] != k for r in rs])
+        for k in range(CLASSIFIER_FOLDS)
+    ]
+    final = QueryClassifier.fit(phrasings + [r for rs in rows.values() for r in rs])
+    stats = {
+        "rows": len(phrasings) + sum(map(len, rows.values())),
+        "vocab": len(final.vocab),
+        "folds": CLASSIFIER_FOLDS,
+    }
+    return final, {key: models[k] for key, k in fold.items()}, stats
+
+
+@contextmanager
+def held_out_classifier(engine: SearchEngine, held_out: HeldOut | None, case: EvalCase) -> Iterator[None]:
+    """Score one dev case with the classifier that never saw it (no-op without cross-fitted models)."""
+    model = (held_out or {}).get(case_key(case))
+    ranker = engine.ranker("combined") if model is not None else None
+    if ranker is None:
+        yield
+        return
+    saved = ranker.classifier  # type: ignore[attr-defined]
+    ranker.classifier = model  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        ranker.classifier = saved  # type: ignore[attr-defined]
 
 
 def _first_rank(order: list[tuple[float, str]], expected: set[str]) -> int | None:
@@ -230,11 +306,14 @@ def _first_rank(order: list[tuple[float, str]], expected: set[str]) -> int | Non
     return next((i + 1 for i, entry in enumerate(ranked[:METRIC_K]) if entry in expected), None)
 
 
-def fit_combined(engine: SearchEngine, cases: list[EvalCase]) -> tuple[dict[str, float], dict[str, float]]:
+def fit_combined(
+    engine: SearchEngine, cases: list[EvalCase], held_out: HeldOut | None = None
+) -> tuple[dict[str, float], dict[str, float]]:
     """Signal weights of the combined ranker, fitted on the in-scope dev cases by coordinate ascent (Metzler &
     Croft's method for linear ranking models): one weight at a time takes the grid value that most improves
     the objective, for a few rounds. The objective is (hit@1 + MRR@10) / 2, averaged over the case sets
-    (authored, real) so the larger set cannot outvote the other; ties keep the current weight.
+    (authored, real) so the larger set cannot outvote the other; ties keep the current weight. With
+    ``held_out``, each case's learned signal comes from the classifier that did not see it.
     Returns the weights and the dev objective before and after."""
     from .retrieval import COMBINED_SIGNALS, DEFAULT_COMBINED
 
@@ -242,7 +321,9 @@ def fit_combined(engine: SearchEngine, cases: list[EvalCase]) -> tuple[dict[str,
     groups: dict[str, list[tuple[set[str], list]]] = {}
     for case in cases:
         if case.split == "dev" and case.expected:
-            groups.setdefault(case.origin, []).append((set(case.expected), ranker.signals(case.query)))
+            with held_out_classifier(engine, held_out, case):
+                signals = ranker.signals(case.query)
+            groups.setdefault(case.origin, []).append((set(case.expected), signals))
     if not groups:
         raise UsageError("fitting the combined ranker needs in-scope dev cases")
 
@@ -273,7 +354,11 @@ def fit_combined(engine: SearchEngine, cases: list[EvalCase]) -> tuple[dict[str,
 
 
 def calibrate(
-    engine: SearchEngine, cases: list[EvalCase], retriever: str, max_false_abstention: float = DEV_FALSE_ABSTENTION
+    engine: SearchEngine,
+    cases: list[EvalCase],
+    retriever: str,
+    max_false_abstention: float = DEV_FALSE_ABSTENTION,
+    held_out: HeldOut | None = None,
 ) -> tuple[AbstentionModel, dict[str, float]]:
     """Fit the abstention model on dev cases only; report how it does on dev."""
     dev = [c for c in cases if c.split == "dev"]
@@ -281,7 +366,8 @@ def calibrate(
         raise UsageError("calibration needs dev cases both in scope and out of scope (split: dev)")
     samples = []
     for case in dev:
-        result = engine.search(case.query, k=10, retriever=retriever, abstain=False)
+        with held_out_classifier(engine, held_out if retriever == "combined" else None, case):
+            result = engine.search(case.query, k=10, retriever=retriever, abstain=False)
         samples.append((result.features, bool(case.expected)))
     model = fit(samples, max_false_abstention, groups=[case.origin for case in dev], kinds=NEGATIVE_KINDS)
     in_scope = [x for x, y in samples if y]
@@ -300,14 +386,17 @@ def write_calibration(
     models: dict[str, AbstentionModel],
     stats: dict[str, dict],
     rankers: dict[str, dict[str, float]] | None = None,
+    classifier: QueryClassifier | None = None,
 ) -> None:
     payload = {
         "note": "Fitted on the dev splits (authored and real) by `skillkb eval --calibrate`: abstention models "
-        "per retriever, and the combined ranker's signal weights.",
+        "per retriever, the combined ranker's signal weights and its query classifier.",
         "models": {k: m.to_json() for k, m in sorted(models.items())},
         "rankers": {k: dict(sorted(v.items())) for k, v in sorted((rankers or {}).items())},
         "dev": dict(sorted(stats.items())),
     }
+    if classifier is not None:
+        payload["classifier"] = classifier.to_json()
     atomic_write(root / CALIBRATION_FILE, (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode())
 
 

@@ -4,7 +4,8 @@ The query as the ranker sees it (tokens kept at full weight, tokens down-weighte
 zh↔en bridges). For every hit: which query terms matched which indexed fields of the entry (card: title,
 description, keywords; section: heading, body), the terms that contributed most to the BM25 score of the
 hit's document, the triage signatures the query contains, the entry's best-matching phrasing, and for the
-combined ranker each signal with its weight. Then the abstention features with the model's weights,
+combined ranker each signal with its weight and the query words that pushed the learned classifier towards
+the entry. Then the abstention features with the model's weights,
 probability and threshold.
 """
 
@@ -45,7 +46,7 @@ def token_scores(engine: SearchEngine, doc_index: int, tokens: list[str]) -> dic
 def field_matches(engine: SearchEngine, entry_id: str, section: str, tokens: set[str]) -> dict[str, list[str]]:
     """Query tokens found in each field of the entry's card and of the hit's section."""
     matched: dict[str, list[str]] = {}
-    for doc in engine.docs:
+    for doc in engine.full_docs():
         if doc.entry_id != entry_id or (doc.kind == "section" and doc.section != section):
             continue
         for name, text in doc.fields.items():
@@ -96,9 +97,11 @@ def explain_result(
     signatures = engine.signatures.match(fold(query))
     phrases = best_phrases(engine, wq)
     combined = {}
+    classifier = None
     if retriever == "combined":
         ranker = engine.ranker("combined")
         combined = {s.entry_id: s for s in ranker.signals(query)}  # type: ignore[attr-defined]
+        classifier = ranker.classifier  # type: ignore[attr-defined]
     hit_rows = []
     for hit in hits:
         index = _doc_index(engine, hit)
@@ -118,6 +121,8 @@ def explain_result(
                 name: {"value": round(value, 4), "weight": weights.get(name, 0.0)}
                 for name, value in combined[hit.id].values.items()
             }
+        if classifier is not None:
+            row["learned_from"] = classifier.pushes(wq.tokens, wq.weights, hit.id)
         hit_rows.append(row)
     abstention = {"features": dict(zip(FEATURES, (round(v, 4) for v in features), strict=True))}
     if model is not None:
@@ -164,6 +169,8 @@ def render(explanation: dict) -> str:
         if row.get("signals"):
             parts = [f"{k} {v['value']}×{v['weight']}" for k, v in row["signals"].items()]
             lines.append("    signals: " + ", ".join(parts))
+        if row.get("learned_from"):
+            lines.append("    classifier pushed by: " + ", ".join(f"{t} +{v}" for t, v in row["learned_from"]))
     ab = explanation["abstention"]
     lines.append("  abstention features: " + ", ".join(f"{k}={v}" for k, v in ab["features"].items()))
     for part in ab.get("parts", []):

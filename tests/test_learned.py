@@ -1,0 +1,132 @@
+"""The combined ranker's learned signal (``classifier.py``) and the numpy-free query path: the classifier
+learns words no entry uses, survives its own file format exactly, is refused when malformed, is fitted
+out of fold for calibration, and a warm search process imports neither numpy nor anything heavier."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from skillkb import evaluation as ev
+from skillkb.classifier import NO_ENTRY, Example, QueryClassifier
+from skillkb.models import EvalCase
+from skillkb.retrieval import CALIBRATION_FILE, BM25Index, Calibration, SearchEngine
+from skillkb.tokenize import tokenize
+
+from conftest import REPO_ROOT
+
+A, B = "hardware/ascend/ascend-sleep-mode", "repositories/vllm/paged-attention-block-manager"
+
+
+@pytest.fixture(scope="module")
+def engine() -> SearchEngine:
+    return SearchEngine.open(REPO_ROOT, use_cache=False)  # built: numpy arrays, the other query path
+
+
+def rows(text: str, label: str) -> Example:
+    tokens = tokenize(text)
+    return Example(tokens, [1.0] * len(tokens), label)
+
+
+def toy() -> QueryClassifier:
+    training = [rows("wake up after sleep", A), rows("sleep level two", A), rows("kv blocks too few", B)]
+    training += [rows("kv cache budget", B), rows("tool parser", NO_ENTRY)]
+    return QueryClassifier.fit(training)
+
+
+def query(text: str) -> tuple[list[str], list[float]]:
+    tokens = tokenize(text)
+    return tokens, [1.0] * len(tokens)
+
+
+def test_the_classifier_learns_which_words_mean_which_entry() -> None:
+    model = toy()
+    p = model.probabilities(*query("sleep then wake"))
+    assert max(p, key=p.get) == A and abs(sum(p.values()) - 1.0) < 1e-9
+    q = model.probabilities(*query("kv budget"))
+    assert max(q, key=q.get) == B
+    unknown = model.probabilities(["never-seen"], [1.0])
+    assert max(unknown.values()) < 0.6  # no evidence: close to the class prior
+    assert model.pushes(*query("sleep budget"), A)[0][0] == "sleep"
+
+
+def test_a_fitted_classifier_scores_exactly_as_the_saved_one() -> None:
+    model = toy()
+    again = QueryClassifier.from_json(json.loads(json.dumps(model.to_json())))
+    asked = query("wake kv sleep budget tool")
+    assert again.probabilities(*asked) == model.probabilities(*asked)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda d: d.update(weights_f16=d["weights_f16"][:-8]),  # truncated
+        lambda d: d.update(bias=d["bias"][:-1]),  # a class without a bias
+        lambda d: d.update(weights_f16="not base64!"),
+        lambda d: d.update(weights_f16="AHw=" * (len(d["vocab"]) * len(d["classes"]) // 2)),  # inf
+        lambda d: d.pop("vocab"),
+    ],
+)
+def test_a_malformed_classifier_is_a_calibration_diagnostic(tmp_path: Path, damage) -> None:
+    data = json.loads((REPO_ROOT / CALIBRATION_FILE).read_text())
+    damage(data["classifier"])
+    (tmp_path / CALIBRATION_FILE).parent.mkdir(parents=True)
+    (tmp_path / CALIBRATION_FILE).write_text(json.dumps(data))
+    calibration, problems = Calibration.load(tmp_path)
+    assert calibration.classifier is None and problems and problems[0].code == "calibration-invalid"
+
+
+def test_the_committed_calibration_carries_a_classifier_the_ranker_uses() -> None:
+    calibration, problems = Calibration.load(REPO_ROOT)
+    assert not problems and calibration.classifier is not None
+    assert calibration.rankers["combined"]["learned"] > 0
+    assert {A, B, NO_ENTRY} <= set(calibration.classifier.classes)
+
+
+def test_cross_fitting_never_scores_a_case_with_a_model_that_saw_it(engine: SearchEngine) -> None:
+    from skillkb.api import load_or_fail
+
+    word = "zyzzyva"  # a word only this case has: a model trained on it would know it
+    cases = [
+        EvalCase(id=f"c{i}", query=f"{word} {i}" if i == 0 else f"question {i}", expected=[A], lang="en", split="dev")
+        for i in range(10)
+    ]
+    final, held_out, stats = ev.fit_classifier(engine, load_or_fail(REPO_ROOT), cases)
+    assert word in final.vocab and stats["folds"] == ev.CLASSIFIER_FOLDS
+    assert word not in held_out[ev.case_key(cases[0])].vocab
+    assert sum(word in model.vocab for model in held_out.values()) == len(cases) - len(cases) // ev.CLASSIFIER_FOLDS
+
+
+def test_the_saved_index_scores_exactly_as_the_built_one(tmp_path: Path, engine: SearchEngine) -> None:
+    engine.bm25.save(tmp_path / "i.bin")
+    loaded = BM25Index.load(tmp_path / "i.bin")
+    assert type(loaded.data).__module__ == "array"  # small: queried in plain Python
+    for query in ("AclmdlRICaptureBegin 207008", "锁页内存 释放 显存", "kv cache blocks", "nothing-known"):
+        tokens = tokenize(query)
+        weights = [0.5 + i for i in range(len(tokens))]
+        assert list(loaded.scores(tokens, weights)) == list(engine.bm25.scores(tokens, weights))
+
+
+@pytest.mark.parametrize("damage", [b"", b"SKBM25\x01garbage", b"not an index at all"])
+def test_an_unreadable_index_is_refused_and_the_cache_rebuilt(tmp_path: Path, damage: bytes) -> None:
+    (tmp_path / "i.bin").write_bytes(damage)
+    with pytest.raises(ValueError):
+        BM25Index.load(tmp_path / "i.bin")
+
+
+def test_a_warm_search_process_imports_no_numpy() -> None:
+    code = (
+        "import sys; from skillkb.cli import main; "
+        f"main(['--root', {str(REPO_ROOT)!r}, 'search', '启动后显存占用很高 kv cache', '--json']); "
+        "print('HEAVY', [m for m in ('numpy', 'bm25s', 'torch', 'sklearn') if m in sys.modules], file=sys.stderr)"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    for _ in range(2):  # the first run may build the on-disk cache (that needs bm25s); the second is warm
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "HEAVY []" in done.stderr

@@ -112,11 +112,38 @@ def test_the_saved_index_scores_exactly_as_the_built_one(tmp_path: Path, engine:
         assert list(loaded.scores(tokens, weights)) == list(engine.bm25.scores(tokens, weights))
 
 
-@pytest.mark.parametrize("damage", [b"", b"SKBM25\x01garbage", b"not an index at all"])
+def _sized_header(sizes: list[int]) -> bytes:
+    import struct
+
+    header = json.dumps({"vocab": {"a": 0}, "num_docs": 1, "sizes": sizes}).encode()
+    return b"SKBM25\x01" + struct.pack("<Q", len(header)) + header + b"\0" * 4 * sum(sizes) * 2
+
+
+DAMAGED = [
+    b"",
+    b"SKBM25\x01garbage",
+    b"not an index at all",
+    _sized_header([1, 2, 2, 1]),  # more postings than document ids
+    _sized_header([1, 1, 5, 1]),  # token pointers that do not match the idf table
+    _sized_header([1, 1, 2, 1])[:-3],  # arrays of the wrong length
+]
+
+
+@pytest.mark.parametrize("damage", DAMAGED)
 def test_an_unreadable_index_is_refused_and_the_cache_rebuilt(tmp_path: Path, damage: bytes) -> None:
     (tmp_path / "i.bin").write_bytes(damage)
     with pytest.raises(ValueError):
         BM25Index.load(tmp_path / "i.bin")
+
+
+def test_a_damaged_cache_is_rebuilt_not_served(tmp_path: Path) -> None:
+    from conftest import write_library
+
+    root = write_library(tmp_path)
+    first = SearchEngine.open(root).search("sleep", k=3).results
+    for index in (root / ".cache" / "skillkb").glob("bm25-*.bin"):
+        index.write_bytes(index.read_bytes()[:-16])  # truncated by a crash or a full disk
+    assert SearchEngine.open(root).search("sleep", k=3).results == first
 
 
 def test_a_warm_search_process_imports_no_numpy() -> None:

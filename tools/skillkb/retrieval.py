@@ -282,11 +282,14 @@ class BM25Index:
         offset = len(INDEX_MAGIC) + 8
         header = json.loads(raw[offset : offset + length])
         offset += length
+        sizes, vocab = [int(n) for n in header["sizes"]], header["vocab"]
+        if sizes[0] != sizes[1] or sizes[2] != sizes[3] + 1:
+            raise ValueError("the array sizes do not agree with each other")
         loaded: list[Sequence] = []
-        large = header["sizes"][0] > PY_SCORING_MAX
-        for (_, code, dtype), size in zip(INDEX_ARRAYS, header["sizes"], strict=True):
+        large = sizes[0] > PY_SCORING_MAX
+        for (_, code, dtype), size in zip(INDEX_ARRAYS, sizes, strict=True):
             values = array(code)
-            end = offset + int(size) * values.itemsize
+            end = offset + size * values.itemsize
             if end > len(raw):
                 raise ValueError("truncated")
             if large:
@@ -301,7 +304,7 @@ class BM25Index:
             offset = end
         if offset != len(raw):
             raise ValueError("trailing bytes")
-        return cls(header["vocab"], *loaded, num_docs=int(header["num_docs"]))
+        return cls(vocab, *loaded, num_docs=int(header["num_docs"]))
 
 
 @dataclass

@@ -22,48 +22,33 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
+from skillkb import evaluation as ev  # noqa: E402
 from skillkb.api import load_cases_or_fail, load_or_fail  # noqa: E402
-from skillkb.classifier import NO_ENTRY, Example, QueryClassifier  # noqa: E402
-from skillkb.corpus import phrase_corpus  # noqa: E402
-from skillkb.evaluation import paired_randomization  # noqa: E402
+from skillkb.classifier import DEFAULT_L2, ITERATIONS  # noqa: E402
 from skillkb.loader import EVAL_SETS  # noqa: E402
 from skillkb.retrieval import clean_query, engine_for  # noqa: E402
 from skillkb.signals import weighted_query  # noqa: E402
 
-FOLDS = 5
 WEIGHTS = (5.0, 10.0, 12.0, 20.0, 30.0)
 
 
 def first_rank(scores: dict[str, float], expected: list[str]) -> int | None:
-    order = [e for e, s in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0])) if s > 0]
-    return next((i + 1 for i, e in enumerate(order) if e in expected), None)
+    return ev._first_rank([(score, entry) for entry, score in scores.items()], set(expected))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--l2", type=float, default=0.0005)
-    parser.add_argument("--iterations", type=int, default=1500)
+    parser.add_argument("--l2", type=float, default=DEFAULT_L2)
+    parser.add_argument("--iterations", type=int, default=ITERATIONS)
     args = parser.parse_args()
     engine = engine_for(ROOT)
     ranker = engine.ranker("combined")
     others = {**ranker.weights, "learned": 0.0}  # the shipped classifier saw every dev case: leave it out
-    library = load_or_fail(ROOT)
-
-    def example(text: str, label: str) -> Example:
-        wq = weighted_query(clean_query(text), engine.lexicon)
-        return Example(wq.tokens, wq.weights, label)
-
-    phrasings = [example(text, entry) for entry, text in phrase_corpus(library)]
-    dev = sorted(
-        (c for origin, path in EVAL_SETS.items() for c in load_cases_or_fail(ROOT, path) if c.split == "dev"),
-        key=lambda c: c.id,
-    )
-    fold = {c.id: i % FOLDS for i, c in enumerate(dev)}
-    models = []
-    for k in range(FOLDS):
-        rows = phrasings + [example(c.query, e) for c in dev if fold[c.id] != k for e in (c.expected or [NO_ENTRY])]
-        models.append(QueryClassifier.fit(rows, args.l2, args.iterations))
-    print(f"l2 {args.l2}, {args.iterations} iterations, {FOLDS}-fold cross-fitting over {len(dev)} dev cases")
+    dev = [c for path in EVAL_SETS.values() for c in load_cases_or_fail(ROOT, path) if c.split == "dev"]
+    # The very cross-fitting `skillkb eval --calibrate` uses, at the l2 and iterations asked for.
+    _, held_out, _ = ev.fit_classifier(engine, load_or_fail(ROOT), dev, l2=args.l2, iterations=args.iterations)
+    folds = ev.CLASSIFIER_FOLDS
+    print(f"l2 {args.l2}, {args.iterations} iterations, {folds}-fold cross-fitting over {len(dev)} dev cases")
     print()
     print("| case set | in-scope dev | variant | Hit@1 | MRR@10 | p (MRR vs without learned) |")
     print("|---|---:|---|---:|---:|---:|")
@@ -73,7 +58,7 @@ def main() -> None:
         hits: dict[str, list[float]] = {}
         for case in cases:
             wq = weighted_query(clean_query(case.query), engine.lexicon)
-            p = models[fold[case.id]].probabilities(wq.tokens, wq.weights)
+            p = held_out[ev.case_key(case)].probabilities(wq.tokens, wq.weights)
             combined = {s.entry_id: ranker.score(s, others) for s in ranker.signals(case.query)}
             runs = {"without learned": combined, "classifier alone": {e: p.get(e, 0.0) for e in combined}}
             for w in WEIGHTS:
@@ -84,7 +69,7 @@ def main() -> None:
                 hits.setdefault(name, []).append(float(rank == 1))
         base = variants["without learned"]
         for name, rr in variants.items():
-            p_value = "" if rr is base else f"{paired_randomization(rr, base):.4f}"
+            p_value = "" if rr is base else f"{ev.paired_randomization(rr, base):.4f}"
             print(f"| {origin} | {len(cases)} | {name} | {np.mean(hits[name]):.3f} | {np.mean(rr):.3f} | {p_value} |")
 
 

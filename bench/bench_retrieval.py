@@ -192,9 +192,9 @@ def against_befores(folders: list[Path], name: str, run: ev.EvalRun) -> None:
             continue
         shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
         report = json.loads(path.read_text())
-        ids = {o.id for o in run.outcomes if o.in_scope}
-        report = {**report, "cases": [c for c in report["cases"] if c["id"] in {o.id for o in run.outcomes}]}
-        if not any(c["id"] in ids for c in report["cases"]):
+        ids = {o.id for o in run.outcomes}
+        report = {**report, "cases": [c for c in report["cases"] if c["id"] in ids]}
+        if not any(c["expected"] for c in report["cases"]):
             print(f"\n{shown} holds none of these cases (they came later).\n")
             continue
         print(f"\nAgainst an earlier default ({shown}):\n")

@@ -4,7 +4,6 @@ drawn from the threads reserved for an independent measurement."""
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from pathlib import Path
 
@@ -12,17 +11,11 @@ import pytest
 
 from skillkb.api import load_cases_or_fail
 from skillkb.loader import REAL_CASES_FILE
+from skillkb.models import thread_key
 
 from conftest import REPO_ROOT, SHARED
 
 RESERVED = SHARED / "eval-reserved.txt"
-THREAD = re.compile(r"github\.com/([^/\s]+)/([^/\s]+)/(?:issues|pull|discussions)/(\d+)", re.I)
-
-
-def thread_key(url: str) -> tuple[str, str, str] | str:
-    """Issues, pull requests and discussions share one number space per repository: compare by number."""
-    match = THREAD.search(url)
-    return (match[1].lower(), match[2].lower(), match[3]) if match else url.strip().lower()
 
 
 @pytest.fixture(scope="module")
@@ -98,3 +91,29 @@ def test_round_three_is_split_by_a_hash_of_the_thread(cases) -> None:
         key = "/".join(thread_key(case.source or ""))
         wanted = "test" if int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % 100 < 45 else "dev"
         assert case.split == wanted, case.id
+
+
+def test_validate_refuses_two_cases_from_one_thread_however_the_url_is_spelled(library_root: Path) -> None:
+    from skillkb.api import load_or_fail
+    from skillkb.validate import validate
+
+    entry = next(iter(load_or_fail(library_root).entries))
+    urls = ["https://github.com/Org/Repo/issues/7", "https://github.com/org/repo/pull/7"]
+    rows = [
+        {
+            "id": f"real-{i}",
+            "query": f"q {i}",
+            "expected": [entry],
+            "lang": "en",
+            "split": "dev",
+            "origin": "real",
+            "source": url,
+            "rationale": "r",
+        }
+        for i, url in enumerate(urls)
+    ]
+    path = library_root / REAL_CASES_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    codes = [d.code for d in validate(library_root)]
+    assert codes.count("case-duplicate-source") == 1

@@ -251,12 +251,13 @@ def case_key(case: EvalCase) -> str:
 
 
 def fit_classifier(
-    engine: SearchEngine, library: Library, cases: list[EvalCase]
+    engine: SearchEngine, library: Library, cases: list[EvalCase], **fit_options: float
 ) -> tuple[QueryClassifier, HeldOut, dict]:
     """The combined ranker's query classifier, fitted on the entries' phrasings and every dev case, and
     for each dev case a model fitted without the fold it is in (cross-fitting): the signal weights and the
     abstention thresholds are then chosen on probabilities the case itself did not shape. Folds go by
-    case id; a real case is its own thread, so no thread is split across folds."""
+    case id; a real case is its own thread, so no thread is split across folds. ``fit_options`` (``l2``,
+    ``iterations``) go to ``QueryClassifier.fit``."""
     from .classifier import NO_ENTRY, Example, QueryClassifier
     from .corpus import phrase_corpus
     from .retrieval import clean_query
@@ -273,10 +274,10 @@ def fit_classifier(
     rows = {case_key(c): [example(c.query, e) for e in (c.expected or [NO_ENTRY])] for c in dev}
     fold = {case_key(c): i % CLASSIFIER_FOLDS for i, c in enumerate(dev)}
     models = [
-        QueryClassifier.fit(phrasings + [r for key, rs in rows.items() if fold[key] != k for r in rs])
+        QueryClassifier.fit(phrasings + [r for key, rs in rows.items() if fold[key] != k for r in rs], **fit_options)
         for k in range(CLASSIFIER_FOLDS)
     ]
-    final = QueryClassifier.fit(phrasings + [r for rs in rows.values() for r in rs])
+    final = QueryClassifier.fit(phrasings + [r for rs in rows.values() for r in rs], **fit_options)
     stats = {
         "rows": len(phrasings) + sum(map(len, rows.values())),
         "vocab": len(final.vocab),

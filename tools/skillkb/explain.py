@@ -5,8 +5,7 @@ zh↔en bridges). For every hit: which query terms matched which indexed fields 
 description, keywords; section: heading, body), the terms that contributed most to the BM25 score of the
 hit's document, the triage signatures the query contains, the entry's best-matching phrasing, and for the
 combined ranker each signal with its weight and the query words that pushed the learned classifier towards
-the entry. Then the abstention features with the model's weights,
-probability and threshold.
+the entry. Then the abstention features with the model's weights, probability and threshold.
 """
 
 from __future__ import annotations

@@ -26,7 +26,17 @@ ENTRY_ID = r"^(hardware|repositories)(/[a-z0-9]+(-[a-z0-9]+)*)+$"
 SKILL_NAME = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 REPO = r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$"
 THREAD_URL = r"^https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/(issues|pull|discussions)/[0-9]+$"
+THREAD_PARTS = re.compile(r"github\.com/([^/\s]+)/([^/\s]+)/(?:issues|pull|discussions)/(\d+)", re.I)
 LINE_RANGES = r"^[1-9][0-9]*-[1-9][0-9]*(, *[1-9][0-9]*-[1-9][0-9]*)*$"
+
+
+def thread_key(url: str) -> tuple[str, str, str] | str:
+    """One key per GitHub thread: issues, pull requests and discussions share a repository's number space,
+    and owner and repository names are case-insensitive."""
+    match = THREAD_PARTS.search(url)
+    return (match[1].lower(), match[2].lower(), match[3]) if match else url.strip().lower()
+
+
 # Branch names are never pins: they move. Tags and full commits do not.
 BRANCH_NAMES = re.compile(r"^(main|master|develop|dev|trunk|head|releases?/.*|release-.*|branch-.*)$", re.I)
 

@@ -13,7 +13,7 @@ from .diagnostics import Diagnostic, sort_key
 from .htmlsafety import PROTOCOL_RELATIVE, SOURCE_TAGS, check_markdown, pipeline_problem
 from .loader import CASES_FILE, REAL_CASES_FILE, Document, Entry, Library, load_library, suggest_name
 from .manifests import ARTIFACT, PARTIAL, ManifestStore
-from .models import SKILL_NAME, Readset, Status
+from .models import SKILL_NAME, Readset, Status, thread_key
 from .tokenize import estimate_tokens
 from .upstream_skill import check_maps
 
@@ -839,16 +839,19 @@ def _check_case_set(library: Library, cases: list, file: str, origin: str) -> li
                     f"keep {origin} cases here and the others in their own file",
                 )
             )
-    sources = Counter(c.source for c in cases if c.source)
-    for source, count in sorted(sources.items()):
-        if count > 1:
+    threads: dict[object, list[str]] = {}
+    for case in cases:
+        if case.source:
+            threads.setdefault(thread_key(case.source), []).append(case.source)
+    for sources in sorted(threads.values()):
+        if len(sources) > 1:
             out.append(
                 d(
                     file,
                     None,
                     "case-duplicate-source",
                     "source",
-                    f"{count} cases copy the same thread {source}",
+                    f"{len(sources)} cases copy the same thread {sources[0]}",
                     "keep one question per thread (the split is by thread)",
                 )
             )

@@ -1,6 +1,6 @@
 """The learned signal of the combined ranker (issue #14), measured by cross-fitting on the dev splits.
 
-    .venv/bin/python bench/bench_learned.py [--l2 0.0005] [--iterations 1500]
+    .venv/bin/python bench/bench_learned.py [--l2 0.0005] [--iterations 1500] [--before bench/before-REV]
 
 A multinomial logistic regression over the cleaned, weighted query tokens (the ranker's own query
 weighting), trained on the entries' phrasings plus labelled dev questions (authored and real; uncovered
@@ -9,11 +9,16 @@ question is scored by a model that never saw it. Printed: Hit@1 / MRR@10 of the 
 the combined ranker's other signals (at the calibrated weights, learned weight 0), the classifier alone, and
 the other signals + w * p(entry), with a paired randomisation test against the first. bench/RESULTS.md ("The
 learned signal") has the figures.
+
+With ``--before DIR`` (a folder of ``bench/measure_before.py``), also the shipped search as a whole
+(weights, classifier and abstention), cross-fitted, on real dev per collection round beside that earlier
+default's report: on the rounds the earlier default never saw, the one dev comparison that is fair to both.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -26,6 +31,7 @@ from skillkb import evaluation as ev  # noqa: E402
 from skillkb.api import load_cases_or_fail, load_or_fail  # noqa: E402
 from skillkb.classifier import DEFAULT_L2, ITERATIONS  # noqa: E402
 from skillkb.loader import EVAL_SETS  # noqa: E402
+from skillkb.models import round_tags  # noqa: E402
 from skillkb.retrieval import clean_query, engine_for  # noqa: E402
 from skillkb.signals import weighted_query  # noqa: E402
 
@@ -40,6 +46,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--l2", type=float, default=DEFAULT_L2)
     parser.add_argument("--iterations", type=int, default=ITERATIONS)
+    parser.add_argument("--before", type=Path, help="an earlier default's reports (bench/measure_before.py)")
     args = parser.parse_args()
     engine = engine_for(ROOT)
     ranker = engine.ranker("combined")
@@ -71,6 +78,40 @@ def main() -> None:
         for name, rr in variants.items():
             p_value = "" if rr is base else f"{ev.paired_randomization(rr, base):.4f}"
             print(f"| {origin} | {len(cases)} | {name} | {np.mean(hits[name]):.3f} | {np.mean(rr):.3f} | {p_value} |")
+    if args.before:
+        shipped_by_round(engine, held_out, [c for c in dev if c.origin == "real"], args.before)
+
+
+def outcome_metrics(outcomes: list[tuple[int | None, bool, bool]]) -> str:
+    """(first rank of the expected entry, abstained, in scope) per case → the table's cells."""
+    inside = [(rank, abstained) for rank, abstained, in_scope in outcomes if in_scope]
+    outside = [abstained for _, abstained, in_scope in outcomes if not in_scope]
+    hit1 = np.mean([rank == 1 and not abstained for rank, abstained in inside])
+    mrr = np.mean([1.0 / rank if rank and not abstained else 0.0 for rank, abstained in inside])
+    false_abstention = np.mean([abstained for _, abstained in inside])
+    return f"{hit1:.3f} | {mrr:.3f} | {np.mean(outside):.3f} | {false_abstention:.3f}"
+
+
+def shipped_by_round(engine, held_out, dev: list, before: Path) -> None:
+    report = json.loads((before / "report-real-dev.json").read_text(encoding="utf-8"))
+    earlier = {c["id"]: c for c in report["cases"]}
+    now = {}
+    for case in dev:
+        with ev.held_out_classifier(engine, held_out, case):
+            result = engine.search(case.query, k=ev.METRIC_K)
+        rank = next((i + 1 for i, hit in enumerate(result.results) if hit.id in case.expected), None)
+        now[case.id] = (rank, result.abstained, bool(case.expected))
+    print(f"\nThe shipped search, cross-fitted, on real dev by collection round, beside {before.name}:\n")
+    print("| dev questions | in scope / uncovered | default | Hit@1 | MRR@10 | uncovered abstained | false abst. |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    groups = {"rounds 1-2": [c for c in dev if not round_tags(c.tags)]}
+    groups |= {tag: [c for c in dev if tag in c.tags] for tag in round_tags({t for c in dev for t in c.tags})}
+    for name, cases in groups.items():
+        kept = [c for c in cases if c.id in earlier]
+        sizes = f"{sum(bool(c.expected) for c in kept)} / {sum(not c.expected for c in kept)}"
+        old = [(earlier[c.id]["hit_rank"], earlier[c.id]["abstained"], bool(c.expected)) for c in kept]
+        print(f"| {name} | {sizes} | {before.name} | {outcome_metrics(old)} |")
+        print(f"| {name} | {sizes} | now, cross-fitted | {outcome_metrics([now[c.id] for c in kept])} |")
 
 
 if __name__ == "__main__":

@@ -10,8 +10,8 @@ Measures, on this machine:
    language; per-entry Hit@1 and the confusion table of the default on real test; paired randomisation
    tests of the default against every other retriever, and against the reports of earlier defaults in
    each ``--before DIR`` (per-case outcomes saved by ``bench/measure_before.py`` at an earlier commit);
-   the same on the fresh real questions (tag ``round3``: collected after every choice before them was
-   made, never read by whoever tuned the ranker);
+   the same on the questions of each collection round (tags ``round3``, ``round4``; the newest round was
+   collected after every choice before it was made, never read by whoever tuned the ranker);
 4. the field-weighting ablation, and on synthetic corpora of 10k and 100k sections: build time and query
    p50 of skillkb's BM25 (bm25s build, numpy query), raw bm25s and rank-bm25 on the same tokens.
 """
@@ -36,6 +36,7 @@ from skillkb import evaluation as ev  # noqa: E402
 from skillkb.api import load_cases_or_fail, load_or_fail  # noqa: E402
 from skillkb.corpus import BODY_OFF, CARD_OFF, DEFAULT_WEIGHTS  # noqa: E402
 from skillkb.loader import EVAL_SETS  # noqa: E402
+from skillkb.models import round_tags  # noqa: E402
 from skillkb.retrieval import DEFAULT_RETRIEVER, RETRIEVERS, BM25Index, SearchEngine, top_k  # noqa: E402
 from skillkb.tokenize import tokenize  # noqa: E402
 
@@ -264,9 +265,9 @@ def main() -> None:
                 print(f"\nPaired randomisation tests, {set_name} test (10,000 sign flips):\n")
                 paired_tests(runs)
                 against_befores(args.before, f"report-{set_name}-{split}.json", runs[DEFAULT_RETRIEVER])
-                fresh = [c for c in selected if "round3" in c.tags]
-                if fresh:
-                    print(f"\n## {set_name} test, fresh questions only (tag round3, {len(fresh)} cases)\n")
+                for tag in reversed(round_tags({t for c in selected for t in c.tags})):
+                    fresh = [c for c in selected if tag in c.tags]
+                    print(f"\n## {set_name} test, questions of collection {tag} only ({len(fresh)} cases)\n")
                     fresh_runs = {name: ev.run_eval(engine, fresh, name) for name in RETRIEVERS}
                     quality_table(fresh_runs)
                     against_befores(args.before, f"report-{set_name}-{split}.json", fresh_runs[DEFAULT_RETRIEVER])

@@ -88,6 +88,28 @@ def test_the_committed_calibration_carries_a_classifier_the_ranker_uses() -> Non
     assert {A, B, NO_ENTRY} <= set(calibration.classifier.classes)
 
 
+def test_the_abstention_features_carry_the_classifiers_no_entry_probability(engine: SearchEngine) -> None:
+    from skillkb.abstain import FEATURES
+    from skillkb.retrieval import clean_query
+    from skillkb.signals import weighted_query
+
+    column = FEATURES.index("no_entry")
+    text = "tool parser for function calling on vllm-ascend"
+    wq = weighted_query(clean_query(text), engine.lexicon)
+    ranker = engine.ranker("combined")
+    saved = ranker.classifier  # type: ignore[attr-defined]
+    try:
+        ranker.classifier = toy()  # type: ignore[attr-defined]
+        wanted = toy().probabilities(wq.tokens, wq.weights)[NO_ENTRY]
+        got = engine.search(text, abstain=False).features[column]
+        assert got == pytest.approx(wanted) and got > 0.3  # the toy's "tool parser" row is NO_ENTRY
+        ranker.classifier = None  # type: ignore[attr-defined]
+        assert engine.search(text, abstain=False).features[column] == 0.0
+    finally:
+        ranker.classifier = saved  # type: ignore[attr-defined]
+    assert engine.search(text, abstain=False, retriever="bm25").features[column] == 0.0
+
+
 def test_cross_fitting_never_scores_a_case_with_a_model_that_saw_it(engine: SearchEngine) -> None:
     from skillkb.api import load_or_fail
 

@@ -11,7 +11,7 @@ import pytest
 
 from skillkb.api import load_cases_or_fail
 from skillkb.loader import REAL_CASES_FILE
-from skillkb.models import thread_key
+from skillkb.models import round_tags, thread_key
 
 from conftest import REPO_ROOT, SHARED
 
@@ -80,17 +80,19 @@ def test_the_three_proposal_cases_are_authored_verbatim() -> None:
         assert case.expected == [expected] and negative in case.negatives
 
 
-def test_round_three_is_split_by_a_hash_of_the_thread(cases) -> None:
-    """Round 3 was split by script, before anyone ran the ranker on it: a case moved between dev and test
-    afterwards (to flatter or to tune) fails here."""
+def test_collection_rounds_are_split_by_a_hash_of_the_thread(cases) -> None:
+    """Rounds 3 on were split by script, before anyone ran the ranker on them: a case moved between dev and
+    test afterwards (to flatter or to tune) fails here."""
     import hashlib
 
-    fresh = [c for c in cases if "round3" in c.tags]
-    assert len(fresh) >= 150
-    for case in fresh:
-        key = "/".join(thread_key(case.source or ""))
-        wanted = "test" if int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % 100 < 45 else "dev"
-        assert case.split == wanted, case.id
+    rounds = {tag: [c for c in cases if tag in c.tags] for tag in round_tags({t for c in cases for t in c.tags})}
+    assert len(rounds.get("round3", [])) >= 150 and len(rounds.get("round4", [])) >= 150
+    for tag, fresh in rounds.items():
+        assert all(round_tags(c.tags) == [tag] for c in fresh), f"{tag}: a case in two rounds"
+        for case in fresh:
+            key = "/".join(thread_key(case.source or ""))
+            wanted = "test" if int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % 100 < 45 else "dev"
+            assert case.split == wanted, case.id
 
 
 def test_validate_refuses_two_cases_from_one_thread_however_the_url_is_spelled(library_root: Path) -> None:

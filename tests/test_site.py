@@ -211,3 +211,7 @@ def test_the_evaluation_page_shows_the_fresh_questions_when_the_reports_have_the
     assert len(parts) == 2 and "round 3" in parts[0]
     assert "`combined`" in parts[1] and "0.500" in parts[1] and "`bm25`" not in parts[1]
     assert site._fresh([{"retriever": "bm25", "test_by_tag": {"title": fresh}}]) == []
+    older = {**fresh, "hit@1": 0.25}
+    rounds = {"round3": older, "round4": fresh, "round10": fresh}
+    newest = site._fresh([{"retriever": "combined", "test_by_tag": rounds}])
+    assert "round 10" in newest[0] and "0.500" in newest[1] and "0.250" not in newest[1]

@@ -4,8 +4,8 @@ Features: the lexical (BM25) confidence, the dense top cosine (0 for lexical-onl
 IDF-weighted share of the query the top entry contains, the share of query tokens the corpus has never
 seen, whether the query names another accelerator stack without naming this library's, whether it names
 this stack's vocabulary at all, whether the top entry's triage signatures match, whether the query names a
-topic the library does not cover (``schemas/retrieval-scope.yaml``), and the top entry's margin over the
-second.
+topic the library does not cover (``schemas/retrieval-scope.yaml``), the top entry's margin over the
+second, and the query classifier's probability that no entry answers (the combined ranker only).
 
 There are two ways to have no answer, and one linear boundary cannot draw both: a question about another
 domain altogether (an nginx error, a CUDA build) and an in-domain question the library does not cover
@@ -36,6 +36,7 @@ FEATURES = (
     "signature",
     "uncovered_topic",
     "margin",
+    "no_entry",  # the query classifier's p(no entry), trained on the in-domain uncovered dev questions
     "bias",
 )
 
@@ -50,12 +51,14 @@ def features(
     signature: float = 0.0,
     margin: float = 1.0,
     folded: str = "",
+    no_entry: float = 0.0,
 ) -> list[float]:
     """The abstention features of one query, in the order of ``FEATURES``.
 
     ``signature``: the top entry's error-signature evidence; ``uncovered_topic``: the query names a topic
     the library knows it does not cover (``schemas/retrieval-scope.yaml``); ``margin``: how far the top
-    entry stands above the second (0 = a tie)."""
+    entry stands above the second (0 = a tie); ``no_entry``: the query classifier's probability that no
+    entry answers (0 without a classifier)."""
     unique = set(tokens)
     unknown = sum(t not in vocab for t in unique) / len(unique) if unique else 1.0
     # Chinese bigrams are almost always known; unknown Latin words (product names) say more about scope.
@@ -75,6 +78,7 @@ def features(
         min(signature, 2.0),
         uncovered,
         margin,
+        no_entry,
         1.0,
     ]
 

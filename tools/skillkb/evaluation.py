@@ -165,7 +165,7 @@ class EvalRun:
         return {key: aggregate_metrics(group) for key, group in sorted(groups.items())}
 
     def test_by_tag(self) -> dict[str, dict[str, float]]:
-        """Test-split metrics per case tag (``round3``: the fresh questions; ``uncovered``; query kinds)."""
+        """Test-split metrics per case tag (``round3``, ``round4``: collection rounds; ``uncovered``; query kinds)."""
         groups: dict[str, list[CaseOutcome]] = {}
         for outcome in self.outcomes:
             if outcome.split == "test":

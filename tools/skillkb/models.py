@@ -7,6 +7,7 @@ regenerates and compares them, so the two cannot drift.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -28,6 +29,22 @@ REPO = r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$"
 THREAD_URL = r"^https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/(issues|pull|discussions)/[0-9]+$"
 THREAD_PARTS = re.compile(r"github\.com/([^/\s]+)/([^/\s]+)/(?:issues|pull|discussions)/(\d+)", re.I)
 LINE_RANGES = r"^[1-9][0-9]*-[1-9][0-9]*(, *[1-9][0-9]*-[1-9][0-9]*)*$"
+
+
+ROUND_TAG = re.compile(r"round(\d+)")  # a real question's collection round, from round 3 on (README)
+
+
+def round_tags(tags: Iterable[str]) -> list[str]:
+    """The collection-round tags among ``tags`` (``round3``, ``round4`` ...), oldest first."""
+    found = {t for t in tags if ROUND_TAG.fullmatch(t)}
+    return sorted(found, key=lambda t: int(t[5:]))
+
+
+def newest_round(tags: Iterable[str]) -> str | None:
+    """The latest collection round present: its test questions are the fresh ones, collected after every
+    choice that came before them."""
+    rounds = round_tags(tags)
+    return rounds[-1] if rounds else None
 
 
 def thread_key(url: str) -> tuple[str, str, str] | str:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from .abstain import FEATURES, AbstentionModel, features
+from .classifier import NO_ENTRY
 from .corpus import DEFAULT_WEIGHTS, Doc, FieldWeights, build_corpus, corpus_fingerprint, phrase_corpus
 from .diagnostics import Diagnostic, UsageError, require
 from .fsutil import atomic_write, read_text
@@ -150,6 +151,7 @@ class Ranker(Protocol):
 class Ranking:
     order: list[tuple[int, float]]  # (doc index, score), best first
     dense_top: float = 0.0  # best cosine similarity, for rankers that embed the query
+    no_entry: float = 0.0  # the query classifier's p(no entry answers this), for rankers that have one
 
 
 # Above this many postings a loaded index is queried with numpy; below it, in plain Python (no numpy import).
@@ -532,6 +534,10 @@ class CombinedRanker:
     name: str = "combined"
 
     def signals(self, query: str) -> list[EntrySignals]:
+        return self._signals(query)[0]
+
+    def _signals(self, query: str) -> tuple[list[EntrySignals], float]:
+        """Every entry's signals, and the classifier's probability that no entry answers the query."""
         wq = weighted_query(query, self.lexicon)
         scores = self.bm25.scores(wq.tokens, wq.weights)
         per_entry: dict[str, dict] = {}
@@ -557,17 +563,18 @@ class CombinedRanker:
                 "learned": learned.get(entry_id, 0.0),
             }
             out.append(EntrySignals(entry_id, best[1], values))
-        return out
+        return out, learned.get(NO_ENTRY, 0.0)
 
     def score(self, signals: EntrySignals, weights: dict[str, float] | None = None) -> float:
         weights = self.weights if weights is None else weights
         return sum(weights.get(name, 0.0) * value for name, value in signals.values.items())
 
     def rank(self, query: str) -> Ranking:
-        scored = [(self.score(s), s) for s in self.signals(query)]
+        signals, no_entry = self._signals(query)
+        scored = [(self.score(s), s) for s in signals]
         scored = [(score, s) for score, s in scored if score > 0]
         scored.sort(key=lambda pair: (-pair[0], pair[1].entry_id))
-        return Ranking([(s.best_doc, score) for score, s in scored])
+        return Ranking([(s.best_doc, score) for score, s in scored], no_entry=no_entry)
 
 
 def _entry_order(order: list[tuple[int, float]], docs: list[Doc]) -> list[tuple[int, float]]:
@@ -817,6 +824,7 @@ class SearchEngine:
             signature,
             margin,
             wq.folded,
+            ranking.no_entry,
         )
         return x, confidence
 

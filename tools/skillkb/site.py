@@ -22,7 +22,7 @@ from .citations import github_url
 from .citations import link_citations as shared_link_citations
 from .htmlsafety import html_text, md_text
 from .loader import Entry, Library
-from .models import IndexEntry, Readset
+from .models import IndexEntry, Readset, newest_round
 
 ANCHOR_NAMES = ("vllm_ascend", "vllm", "cann", "torch", "torch_npu")
 RESULTS_DIR = Path("evals/retrieval/results")
@@ -408,15 +408,17 @@ def _side_by_side(authored: list[dict], real: list[dict]) -> str:
 
 
 def _fresh(real: list[dict]) -> list[str]:
-    """Real test questions collected after the ranker was tuned (tag ``round3``), when the reports have them."""
-    rows = [
-        [code(r["retriever"]), *(_fmt(r["test_by_tag"]["round3"].get(m, "—")) for m in SIDE_METRICS)]
-        for r in real
-        if "round3" in r.get("test_by_tag", {})
-    ]
-    if not rows:
+    """Real test questions of the newest collection round (tag ``roundN``), when the reports have them: they
+    were collected after every earlier choice was made."""
+    tag = newest_round({t for r in real for t in r.get("test_by_tag", {})})
+    if tag is None:
         return []
-    intro = "Fresh real questions only (round 3, test split): collected after every earlier choice was made.\n"
+    rows = [
+        [code(r["retriever"]), *(_fmt(r["test_by_tag"][tag].get(m, "—")) for m in SIDE_METRICS)]
+        for r in real
+        if tag in r.get("test_by_tag", {})
+    ]
+    intro = f"Fresh real questions only (round {tag[5:]}, test split): collected after every earlier choice was made.\n"
     return [intro, table(["Retriever", *SIDE_METRICS], rows)]
 
 

@@ -31,8 +31,8 @@ from skillkb import evaluation as ev  # noqa: E402
 from skillkb.api import load_cases_or_fail, load_or_fail  # noqa: E402
 from skillkb.classifier import DEFAULT_L2, ITERATIONS  # noqa: E402
 from skillkb.loader import EVAL_SETS  # noqa: E402
-from skillkb.models import round_tags  # noqa: E402
-from skillkb.retrieval import clean_query, engine_for  # noqa: E402
+from skillkb.models import EvalCase, round_tags  # noqa: E402
+from skillkb.retrieval import SearchEngine, clean_query, engine_for  # noqa: E402
 from skillkb.signals import weighted_query  # noqa: E402
 
 WEIGHTS = (5.0, 10.0, 12.0, 20.0, 30.0)
@@ -92,10 +92,10 @@ def outcome_metrics(outcomes: list[tuple[int | None, bool, bool]]) -> str:
     return f"{hit1:.3f} | {mrr:.3f} | {np.mean(outside):.3f} | {false_abstention:.3f}"
 
 
-def shipped_by_round(engine, held_out, dev: list, before: Path) -> None:
+def shipped_by_round(engine: SearchEngine, held_out: ev.HeldOut, dev: list[EvalCase], before: Path) -> None:
     report = json.loads((before / "report-real-dev.json").read_text(encoding="utf-8"))
     earlier = {c["id"]: c for c in report["cases"]}
-    now = {}
+    now: dict[str, tuple[int | None, bool, bool]] = {}
     for case in dev:
         with ev.held_out_classifier(engine, held_out, case):
             result = engine.search(case.query, k=ev.METRIC_K)

@@ -92,7 +92,7 @@ def test_search_matches_the_library_api(lib: Path) -> None:
     direct = api.search(lib, "pool fails", k=3)
     assert [h["id"] for h in out["results"]] == [h.id for h in direct.results]
     assert out["results"][0]["id"] == FEATURE  # the eval case of the demo library
-    assert out["abstained"] is False
+    assert out["abstained"] is False and out["close_call"] is direct.close_call
     for hit in out["results"]:
         assert set(hit) >= {"id", "title", "section", "heading", "score", "snippet", "url", "tokens"}
         assert hit["url"] and hit["url"].startswith(hit["id"])

@@ -107,7 +107,7 @@ def test_hostile_queries_never_crash(engine: SearchEngine, query: str) -> None:
 def test_cli_search_json_interface(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--root", str(REPO_ROOT), "search", "207008 capture", "--retriever", "bm25", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"query", "retriever", "results", "abstained", "related", "library_problems"}
+    assert set(out) == {"query", "retriever", "results", "abstained", "close_call", "related", "library_problems"}
     assert out["retriever"] == "bm25"
     assert set(out["results"][0]) == {"id", "title", "score", "section", "heading", "path"}
     assert out["results"][0]["id"] == ACL
@@ -160,3 +160,19 @@ def test_explain_shows_why_a_query_went_where_it_did() -> None:
     ).stdout
     assert "triage signatures:" in printed and "signals:" in printed and "verdict: answers" in printed
     assert "classifier pushed by:" in printed
+
+
+def test_a_close_call_is_a_near_tie_between_the_first_two_hits(engine: SearchEngine) -> None:
+    from skillkb.abstain import FEATURES
+    from skillkb.retrieval import CLOSE_CALL_MARGIN
+
+    margin = FEATURES.index("margin")
+    queries = ["AclmdlRICaptureBegin error code 207008", "显存占用很高", "vllm-ascend 启动报错", "slow", "OOM"]
+    results = [engine.search(q, k=5, abstain=False) for q in queries]
+    for result in results:
+        tie = len(result.results) > 1 and result.features[margin] < CLOSE_CALL_MARGIN
+        assert result.close_call is tie, result.query
+        assert result.public()["close_call"] is tie
+    assert {r.close_call for r in results} == {True, False}  # the queries hold both kinds
+    abstained = engine.search("how do I bake sourdough bread", k=5)
+    assert abstained.abstained and abstained.close_call is False

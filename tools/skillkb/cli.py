@@ -151,6 +151,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         print("No skill in the library answers this query.")
         if result.related:
             print("Nearest entries (related, not an answer): " + ", ".join(h.id for h in result.related))
+    if result.close_call:
+        print("Close call: the first two hits score almost alike; read both before acting on the first.")
     for rank, hit in enumerate(result.results, start=1):
         print(f"{rank}. {hit.id}  [{hit.score:.4f}]  § {hit.heading}")
         print(f"   {hit.title}\n   {hit.path}#{hit.section}")

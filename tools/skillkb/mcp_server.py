@@ -49,7 +49,8 @@ INSTRUCTIONS = (
     "the best hit's id with its `section` to read only what you need (`tokens` tells you the size). "
     "Citations like [vllm-ascend@9bf964c:path#L28-L46] point at upstream files at pinned commits; "
     "`fetch` returns their links in metadata.citations. If `abstained` is true, the library has no answer: "
-    "`related` then names the nearest entries, neighbours of the question rather than answers to it."
+    "`related` then names the nearest entries, neighbours of the question rather than answers to it. "
+    "If `close_call` is true, the first two hits score almost alike: read both before acting on the first."
 )
 
 
@@ -84,6 +85,7 @@ class SearchOutput(BaseModel):
     retriever: str
     results: list[SearchHit]
     abstained: bool
+    close_call: bool = False
     related: list[RelatedEntry] = []
     library_problems: list[str] = []
 
@@ -279,6 +281,7 @@ class LibraryService:
             "retriever": result.retriever,
             "results": hits,
             "abstained": result.abstained,
+            "close_call": result.close_call,
             "related": related,
             "library_problems": sorted(set(result.library_problems) | set(state.load_errors)),
         }
@@ -462,7 +465,9 @@ def build_server(root: Path, service: LibraryService | None = None, warm: bool =
         Returns up to k hits, best first, each with the entry id, the best-matching section (its anchor),
         a snippet, a url and `tokens` (the section's approximate size). `abstained` is true when no skill
         in the library answers the query: `results` is empty and `related` lists the nearest entries, which
-        are only related to the question; do not act on them as if they answered it.
+        are only related to the question; do not act on them as if they answered it. `close_call` is true
+        when the first two hits score almost alike: the first is then often wrong (right for one in three
+        real users' questions, against three in four otherwise), so read the second too.
 
         Args:
             query: the question, symptom or exact error string, e.g. "AclmdlRICaptureBegin 207008"

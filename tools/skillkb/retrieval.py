@@ -55,6 +55,10 @@ CALIBRATION_FILE = Path("evals/retrieval/calibration.json")
 
 RANK_DEPTH = 1000  # documents kept per ranking: far more than k, bounded for large corpora
 RELATED_K = 3  # nearest entries shown when a search abstains
+# A hit whose score is within this share of the second's is a close call. Chosen on real dev (cross-fitted):
+# it flags 34 % of the wrong first hits and 14 % of the right ones; a flagged first hit is right about half
+# the time against four in five otherwise (bench/bench_close_calls.py; bench/RESULTS.md, "Close calls").
+CLOSE_CALL_MARGIN = 0.15
 
 
 def top_k(scores: Scores, depth: int) -> list[tuple[int, float]]:
@@ -97,8 +101,9 @@ class Hit:
 @dataclass
 class SearchResult:
     """What a search returns. ``related`` holds the nearest entries when the search abstained: they are
-    neighbours of the question, not answers. ``library_problems`` names what could not be loaded (the
-    search still served every entry that could)."""
+    neighbours of the question, not answers. ``close_call``: the first two hits score within
+    ``CLOSE_CALL_MARGIN`` of each other, so the first is not much likelier than the second.
+    ``library_problems`` names what could not be loaded (the search still served every entry that could)."""
 
     query: str
     retriever: str
@@ -109,6 +114,7 @@ class SearchResult:
     related: list[Hit] = field(default_factory=list)
     library_problems: list[str] = field(default_factory=list)
     explanation: dict | None = None
+    close_call: bool = False
 
     def public(self) -> dict:
         out = {
@@ -116,6 +122,7 @@ class SearchResult:
             "retriever": self.retriever,
             "results": [h.public() for h in self.results],
             "abstained": self.abstained,
+            "close_call": self.close_call,
             "related": [h.public() for h in self.related],
             "library_problems": list(self.library_problems),
         }
@@ -796,6 +803,7 @@ class SearchEngine:
             x,
             related=hits[:RELATED_K] if abstained else [],
             library_problems=self.problems,
+            close_call=not abstained and len(hits) > 1 and x[FEATURES.index("margin")] < CLOSE_CALL_MARGIN,
         )
         if explain:
             from .explain import explain_result

@@ -29,15 +29,13 @@ REPO = r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$"
 THREAD_URL = r"^https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/(issues|pull|discussions)/[0-9]+$"
 THREAD_PARTS = re.compile(r"github\.com/([^/\s]+)/([^/\s]+)/(?:issues|pull|discussions)/(\d+)", re.I)
 LINE_RANGES = r"^[1-9][0-9]*-[1-9][0-9]*(, *[1-9][0-9]*-[1-9][0-9]*)*$"
-
-
 ROUND_TAG = re.compile(r"round(\d+)")  # a real question's collection round, from round 3 on (README)
 
 
 def round_tags(tags: Iterable[str]) -> list[str]:
     """The collection-round tags among ``tags`` (``round3``, ``round4`` ...), oldest first."""
-    found = {t for t in tags if ROUND_TAG.fullmatch(t)}
-    return sorted(found, key=lambda t: int(t[5:]))
+    numbers = {t: int(m[1]) for t in tags if (m := ROUND_TAG.fullmatch(t))}
+    return sorted(numbers, key=numbers.__getitem__)
 
 
 def newest_round(tags: Iterable[str]) -> str | None:

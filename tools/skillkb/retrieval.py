@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from .abstain import FEATURES, AbstentionModel, features
-from .classifier import NO_ENTRY
+from .classifier import NO_ENTRY, QueryClassifier
 from .corpus import DEFAULT_WEIGHTS, Doc, FieldWeights, build_corpus, corpus_fingerprint, phrase_corpus
 from .diagnostics import Diagnostic, UsageError, require
 from .fsutil import atomic_write, read_text
@@ -31,7 +31,6 @@ from .tokenize import TOKENIZER_VERSION, tokenize
 if TYPE_CHECKING:
     import numpy as np
 
-    from .classifier import QueryClassifier
     from .loader import Library
 
     Scores = list[float] | np.ndarray  # per document: a list on the plain-Python path, an array on numpy's
@@ -629,11 +628,7 @@ class Calibration:
                 if list(m.get("features", FEATURES)) == list(FEATURES):  # one fitted on other features is ignored
                     models[name] = AbstentionModel.from_json(m)
             rankers = {k: {str(n): float(w) for n, w in v.items()} for k, v in data.get("rankers", {}).items()}
-            classifier = None
-            if data.get("classifier"):
-                from .classifier import QueryClassifier  # numpy: imported only when a search needs it
-
-                classifier = QueryClassifier.from_json(data["classifier"])
+            classifier = QueryClassifier.from_json(data["classifier"]) if data.get("classifier") else None
         except (ValueError, RecursionError, KeyError, TypeError, AttributeError) as exc:
             message = f"not a calibration file ({type(exc).__name__}: {exc})"[:300]
             return cls(), [Diagnostic(shown, None, "calibration-invalid", "", message, fix)]

@@ -418,7 +418,8 @@ def _fresh(real: list[dict]) -> list[str]:
         for r in real
         if tag in r.get("test_by_tag", {})
     ]
-    intro = f"Fresh real questions only (round {tag[5:]}, test split): collected after every earlier choice was made.\n"
+    number = tag.removeprefix("round")
+    intro = f"Fresh real questions only (round {number}, test split): collected after every earlier choice was made.\n"
     return [intro, table(["Retriever", *SIDE_METRICS], rows)]
 
 

@@ -1,14 +1,17 @@
 """The learned signal of the combined ranker (issue #14), measured by cross-fitting on the dev splits.
 
     .venv/bin/python bench/bench_learned.py [--l2 0.0005] [--iterations 1500] [--before bench/before-REV]
+                                            [--synthetic 0,0.25,0.5,1]
 
 A multinomial logistic regression over the cleaned, weighted query tokens (the ranker's own query
-weighting), trained on the entries' phrasings plus labelled dev questions (authored and real; uncovered
-questions are the class "(none)"). It is measured by 5-fold cross-fitting on the dev splits only: each dev
+weighting), trained on the entries' phrasings, the synthetic training questions
+(``evals/retrieval/training/``, at each weight ``--synthetic`` names; 0 = without them) and labelled dev
+questions (authored and real; uncovered questions are the class "(none)"). It is measured by 5-fold cross-fitting on the dev splits only: each dev
 question is scored by a model that never saw it. Printed: Hit@1 / MRR@10 of the in-scope dev questions for
 the combined ranker's other signals (at the calibrated weights, learned weight 0), the classifier alone, and
-the other signals + w * p(entry), with a paired randomisation test against the first. bench/RESULTS.md ("The
-learned signal") has the figures.
+the other signals + w * p(entry), with a paired randomisation test against the first, and how well the
+classifier's p(no entry) tells uncovered dev questions from in-scope ones (AUC). bench/RESULTS.md has the
+figures.
 
 With ``--before DIR`` (a folder of ``bench/measure_before.py``), also the shipped search as a whole
 (weights, classifier and abstention), cross-fitted, on real dev per collection round beside that earlier
@@ -29,7 +32,8 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from skillkb import evaluation as ev  # noqa: E402
 from skillkb.api import load_cases_or_fail, load_or_fail  # noqa: E402
-from skillkb.classifier import DEFAULT_L2, ITERATIONS  # noqa: E402
+from skillkb.classifier import DEFAULT_L2, ITERATIONS, NO_ENTRY  # noqa: E402
+from skillkb.evaluation import SYNTHETIC_WEIGHT  # noqa: E402
 from skillkb.loader import EVAL_SETS  # noqa: E402
 from skillkb.models import EvalCase, round_tags  # noqa: E402
 from skillkb.retrieval import SearchEngine, clean_query, engine_for  # noqa: E402
@@ -42,30 +46,26 @@ def first_rank(scores: dict[str, float], expected: list[str]) -> int | None:
     return ev._first_rank([(score, entry) for entry, score in scores.items()], set(expected))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--l2", type=float, default=DEFAULT_L2)
-    parser.add_argument("--iterations", type=int, default=ITERATIONS)
-    parser.add_argument("--before", type=Path, help="an earlier default's reports (bench/measure_before.py)")
-    args = parser.parse_args()
-    engine = engine_for(ROOT)
+def no_entry_auc(inside: list[float], outside: list[float]) -> float:
+    """P(an uncovered question gets a higher p(no entry) than an in-scope one), ties counting half."""
+    pairs = [(a > b) + 0.5 * (a == b) for a in outside for b in inside]
+    return sum(pairs) / len(pairs) if pairs else float("nan")
+
+
+def learned_table(engine: SearchEngine, dev: list[EvalCase], held_out: ev.HeldOut, label: str) -> None:
     ranker = engine.ranker("combined")
     others = {**ranker.weights, "learned": 0.0}  # the shipped classifier saw every dev case: leave it out
-    dev = [c for path in EVAL_SETS.values() for c in load_cases_or_fail(ROOT, path) if c.split == "dev"]
-    # The very cross-fitting `skillkb eval --calibrate` uses, at the l2 and iterations asked for.
-    _, held_out, _ = ev.fit_classifier(engine, load_or_fail(ROOT), dev, l2=args.l2, iterations=args.iterations)
-    folds = ev.CLASSIFIER_FOLDS
-    print(f"l2 {args.l2}, {args.iterations} iterations, {folds}-fold cross-fitting over {len(dev)} dev cases")
-    print()
-    print("| case set | in-scope dev | variant | Hit@1 | MRR@10 | p (MRR vs without learned) |")
-    print("|---|---:|---|---:|---:|---:|")
     for origin in EVAL_SETS:
-        cases = [c for c in dev if c.origin == origin and c.expected]
+        cases = [c for c in dev if c.origin == origin]
         variants: dict[str, list[float]] = {}
         hits: dict[str, list[float]] = {}
+        no_entry: dict[bool, list[float]] = {True: [], False: []}
         for case in cases:
             wq = weighted_query(clean_query(case.query), engine.lexicon)
             p = held_out[ev.case_key(case)].probabilities(wq.tokens, wq.weights)
+            no_entry[bool(case.expected)].append(p.get(NO_ENTRY, 0.0))
+            if not case.expected:
+                continue
             combined = {s.entry_id: ranker.score(s, others) for s in ranker.signals(case.query)}
             runs = {"without learned": combined, "classifier alone": {e: p.get(e, 0.0) for e in combined}}
             for w in WEIGHTS:
@@ -75,9 +75,50 @@ def main() -> None:
                 variants.setdefault(name, []).append(1.0 / rank if rank else 0.0)
                 hits.setdefault(name, []).append(float(rank == 1))
         base = variants["without learned"]
+        auc = no_entry_auc(no_entry[True], no_entry[False])
         for name, rr in variants.items():
             p_value = "" if rr is base else f"{ev.paired_randomization(rr, base):.4f}"
-            print(f"| {origin} | {len(cases)} | {name} | {np.mean(hits[name]):.3f} | {np.mean(rr):.3f} | {p_value} |")
+            print(
+                f"| {label} | {origin} | {len(base)} | {name} | {np.mean(hits[name]):.3f} | {np.mean(rr):.3f} "
+                f"| {p_value} | {auc:.3f} |"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--l2", type=float, default=DEFAULT_L2)
+    parser.add_argument("--iterations", type=int, default=ITERATIONS)
+    parser.add_argument("--before", type=Path, help="an earlier default's reports (bench/measure_before.py)")
+    parser.add_argument(
+        "--synthetic",
+        default=f"{SYNTHETIC_WEIGHT:g}",
+        help="comma-separated weights of the synthetic training questions to compare (0 = without them)",
+    )
+    args = parser.parse_args()
+    engine = engine_for(ROOT)
+    dev = [c for path in EVAL_SETS.values() for c in load_cases_or_fail(ROOT, path) if c.split == "dev"]
+    library = load_or_fail(ROOT)
+    folds = ev.CLASSIFIER_FOLDS
+    print(f"l2 {args.l2}, {args.iterations} iterations, {folds}-fold cross-fitting over {len(dev)} dev cases")
+    print()
+    print(
+        "| synthetic weight | case set | in-scope dev | variant | Hit@1 | MRR@10 | p (MRR vs without learned) "
+        "| no-entry AUC |"
+    )
+    print("|---:|---|---:|---|---:|---:|---:|---:|")
+    held_out: ev.HeldOut = {}
+    for weight in (float(w) for w in args.synthetic.split(",")):
+        # The very cross-fitting `skillkb eval --calibrate` uses, at the l2 and iterations asked for.
+        _, held_out, _ = ev.fit_classifier(
+            engine,
+            library,
+            dev,
+            synthetic=None if weight else [],
+            synthetic_weight=weight or 1.0,
+            l2=args.l2,
+            iterations=args.iterations,
+        )
+        learned_table(engine, dev, held_out, f"{weight:g}")
     if args.before:
         shipped_by_round(engine, held_out, [c for c in dev if c.origin == "real"], args.before)
 

@@ -89,6 +89,7 @@ def drop_readsets(root: Path) -> None:
 SKILL = f"{FEATURE}/SKILL.md"
 META = f"{FEATURE}/entry.yaml"
 CASES = "evals/retrieval/cases.jsonl"
+TRAINING = "evals/retrieval/training/synthetic.jsonl"
 POOL_CITE = "[widget@0123456:src/pool.py#L1-L3]"
 
 # (case id, mutation, file the diagnostic names, code, message fragment)
@@ -480,6 +481,28 @@ BAD_INPUT = [
         append(CASES, json.dumps({"id": "demo-001", "query": "q", "lang": "en", "expected": []}) + "\n"),
         CASES,
         "case-duplicate-id",
+        "appears 2 times",
+    ),
+    ("training-not-json", write(TRAINING, "{not json\n"), TRAINING, "training-json", "not JSON"),
+    (
+        "training-bad-label",
+        write(TRAINING, json.dumps({"text": "q", "label": "Not An Id", "lang": "en"}) + "\n"),
+        TRAINING,
+        "training-schema",
+        "should match pattern",
+    ),
+    (
+        "training-unknown-entry",
+        write(TRAINING, json.dumps({"text": "q", "label": "hardware/ascend/ghost", "lang": "en"}) + "\n"),
+        TRAINING,
+        "training-unknown-entry",
+        "unknown entry",
+    ),
+    (
+        "training-duplicate",
+        write(TRAINING, 2 * (json.dumps({"text": "q", "label": "none", "lang": "en"}) + "\n")),
+        TRAINING,
+        "training-duplicate",
         "appears 2 times",
     ),
     (

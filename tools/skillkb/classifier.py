@@ -33,6 +33,7 @@ class Example:
     tokens: list[str]
     weights: list[float]
     label: str
+    row_weight: float = 1.0  # how much this row counts in the loss (synthetic rows count less than real ones)
 
 
 @dataclass
@@ -83,19 +84,31 @@ class QueryClassifier:
             raise ValueError("no training examples")
         classes = sorted({e.label for e in examples})
         vocab = {t: i for i, t in enumerate(sorted({t for e in examples for t in e.tokens}))}
-        x = np.zeros((len(examples), len(vocab)))
-        for i, example in enumerate(examples):
-            for token, weight in _presence(example.tokens, example.weights).items():
-                x[i, vocab[token]] = weight
+        # The design matrix is very sparse (a query has a dozen tokens among thousands): keep it as
+        # coordinate triples, so each product costs the non-zeros, not rows x vocabulary. Cells are summed
+        # per row (in row order) and per token (in token order) with reduceat, much faster than add.at.
+        cells = [(i, vocab[t], v) for i, e in enumerate(examples) for t, v in _presence(e.tokens, e.weights).items()]
+        row_of = np.array([c[0] for c in cells], dtype=np.intp)
+        col_of = np.array([c[1] for c in cells], dtype=np.intp)
+        value = np.array([c[2] for c in cells])
+        rows_present, row_starts = np.unique(row_of, return_index=True)
+        by_col = np.argsort(col_of, kind="stable")
+        col_starts = np.searchsorted(col_of[by_col], np.arange(len(vocab)))  # every token occurs at least once
         y = np.zeros((len(examples), len(classes)))
         y[np.arange(len(examples)), [classes.index(e.label) for e in examples]] = 1.0
+        rows = np.array([e.row_weight for e in examples])
+        rows = rows / rows.mean()  # mean 1: the l2 strength means the same whatever the row weights
         w, b = np.zeros((len(vocab), len(classes))), np.zeros(len(classes))
         vw, vb = np.zeros_like(w), np.zeros_like(b)
-        step = 1.0 / (float((x**2).sum(axis=1).max()) / 2 + l2)  # 1/L: a bound on the loss's curvature
+        squared = np.bincount(row_of, weights=value**2, minlength=len(examples))
+        step = 1.0 / (float((squared * rows).max()) / 2 + l2)  # 1/L: a bound on the loss's curvature
+        logits = np.zeros_like(y)
         for _ in range(iterations):
             lw, lb = w + 0.9 * vw, b + 0.9 * vb
-            error = (_softmax(x @ lw + lb) - y) / len(examples)
-            vw = 0.9 * vw - step * (x.T @ error + l2 * lw)
+            logits[rows_present] = np.add.reduceat(value[:, None] * lw[col_of], row_starts)
+            error = (_softmax(logits + lb) - y) * rows[:, None] / len(examples)
+            grad = np.add.reduceat((value[:, None] * error[row_of])[by_col], col_starts)
+            vw = 0.9 * vw - step * (grad + l2 * lw)
             vb = 0.9 * vb - step * error.sum(axis=0)
             w, b = w + vw, b + vb
         packed = w.astype("<f2").tobytes()  # stored as float16: keep in memory exactly what is saved

@@ -7,7 +7,7 @@ import json
 import math
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -240,9 +240,10 @@ def outcome_for(case: EvalCase, hits, abstained: bool, latency_ms: float, confid
 # ------------------------------------------------------------------------------------- calibration
 
 # The values each of the combined ranker's weights is chosen from (the best section's weight is fixed at 1).
-COMBINED_GRID = (0.0, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0)
+COMBINED_GRID = (0.0, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 30.0, 50.0)
 COMBINED_ROUNDS = 4
 CLASSIFIER_FOLDS = 5
+SYNTHETIC_WEIGHT = 1.0  # a written training question counts as much as a labelled dev question (bench/RESULTS.md)
 HeldOut = dict[str, "QueryClassifier"]  # case key -> a classifier fitted without that case's fold
 
 
@@ -251,26 +252,36 @@ def case_key(case: EvalCase) -> str:
 
 
 def fit_classifier(
-    engine: SearchEngine, library: Library, cases: list[EvalCase], **fit_options: float
+    engine: SearchEngine,
+    library: Library,
+    cases: list[EvalCase],
+    synthetic: Sequence[tuple[str, str]] | None = None,
+    synthetic_weight: float = SYNTHETIC_WEIGHT,
+    **fit_options: float,
 ) -> tuple[QueryClassifier, HeldOut, dict]:
-    """The combined ranker's query classifier, fitted on the entries' phrasings and every dev case, and
-    for each dev case a model fitted without the fold it is in (cross-fitting): the signal weights and the
-    abstention thresholds are then chosen on probabilities the case itself did not shape. Folds go by
-    case id; a real case is its own thread, so no thread is split across folds. ``fit_options`` (``l2``,
-    ``iterations``) go to ``QueryClassifier.fit``."""
+    """The combined ranker's query classifier, fitted on the entries' phrasings, the synthetic training
+    questions and every dev case, and for each dev case a model fitted without the fold it is in
+    (cross-fitting): the signal weights and the abstention thresholds are then chosen on probabilities the
+    case itself did not shape. Folds go by case id; a real case is its own thread, so no thread is split
+    across folds. ``synthetic``: (entry id or "" for none, text) rows, by default
+    ``evals/retrieval/training/synthetic.jsonl``, each counting ``synthetic_weight`` of a dev question.
+    ``fit_options`` (``l2``, ``iterations``) go to ``QueryClassifier.fit``."""
     from .classifier import NO_ENTRY, Example, QueryClassifier
     from .corpus import phrase_corpus
     from .retrieval import clean_query
     from .signals import weighted_query
 
-    def example(text: str, label: str) -> Example:
+    def example(text: str, label: str, row_weight: float = 1.0) -> Example:
         wq = weighted_query(clean_query(text), engine.lexicon)  # the query exactly as search() ranks it
-        return Example(wq.tokens, wq.weights, label)
+        return Example(wq.tokens, wq.weights, label, row_weight)
 
     dev = sorted((c for c in cases if c.split == "dev"), key=case_key)
     if not dev:
         raise UsageError("fitting the query classifier needs dev cases")
     phrasings = [example(text, entry) for entry, text in phrase_corpus(library)]
+    if synthetic is None:
+        synthetic = training_rows(library.root)
+    phrasings += [example(text, label or NO_ENTRY, synthetic_weight) for label, text in synthetic]
     rows = {case_key(c): [example(c.query, e) for e in (c.expected or [NO_ENTRY])] for c in dev}
     fold = {case_key(c): i % CLASSIFIER_FOLDS for i, c in enumerate(dev)}
     models = [
@@ -280,10 +291,22 @@ def fit_classifier(
     final = QueryClassifier.fit(phrasings + [r for rs in rows.values() for r in rs], **fit_options)
     stats = {
         "rows": len(phrasings) + sum(map(len, rows.values())),
+        "synthetic_rows": len(synthetic),
         "vocab": len(final.vocab),
         "folds": CLASSIFIER_FOLDS,
     }
     return final, {key: models[k] for key, k in fold.items()}, stats
+
+
+def training_rows(root: Path) -> list[tuple[str, str]]:
+    """(entry id, or "" for no entry; text) of every synthetic training question; a bad file fails loudly."""
+    from .diagnostics import SkillkbError
+    from .loader import load_training
+
+    questions, problems = load_training(root)
+    if problems:
+        raise SkillkbError(problems)
+    return [("" if q.label == "none" else q.label, q.text) for q in questions]
 
 
 @contextmanager

@@ -12,7 +12,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -20,7 +20,7 @@ from .citations import FENCE
 from .diagnostics import Diagnostic, SkillkbError
 from .fsutil import not_regular, read_text, symlinks_under
 from .manifests import ManifestStore, load_manifests
-from .models import ENTRY_ID, SKILL_NAME, EntryMeta, EvalCase
+from .models import ENTRY_ID, SKILL_NAME, EntryMeta, EvalCase, TrainingQuestion
 from .rules import Rules, RulesProblem, load_rules
 from .yamlsrc import NUMBER_SHAPED, ParsedYaml, YamlProblem, parse_yaml
 
@@ -30,6 +30,8 @@ SKILL_FILE = "SKILL.md"
 META_FILE = "entry.yaml"
 CASES_FILE = Path("evals/retrieval/cases.jsonl")  # authored cases: they count toward the admission gates
 REAL_CASES_FILE = Path("evals/retrieval/real/cases.jsonl")  # real users' questions, copied from public threads
+# Questions written for the query classifier from the entries, never from a thread (training only, never scored).
+TRAINING_FILE = Path("evals/retrieval/training/synthetic.jsonl")
 EVAL_SETS = {"authored": CASES_FILE, "real": REAL_CASES_FILE}
 REFERENCE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*\.md$")
 MAX_JSON_DEPTH = 32
@@ -494,14 +496,30 @@ def load_entry(folder: Path, root: Path, rules: Rules, problems: list[Diagnostic
 # ----------------------------------------------------------------------------------------- eval cases
 
 
+RowModel = TypeVar("RowModel", EvalCase, TrainingQuestion)
+
+
 def load_cases(path: Path, display: str) -> tuple[list[EvalCase], list[Diagnostic]]:
-    cases: list[EvalCase] = []
+    return load_json_lines(path, display, EvalCase, "case", "schemas/eval-case.schema.json")
+
+
+def load_training(root: Path) -> tuple[list[TrainingQuestion], list[Diagnostic]]:
+    """The synthetic training questions of the query classifier (none when the file is absent)."""
+    schema = "schemas/training-question.schema.json"
+    return load_json_lines(root / TRAINING_FILE, TRAINING_FILE.as_posix(), TrainingQuestion, "training", schema)
+
+
+def load_json_lines(
+    path: Path, display: str, model: type[RowModel], code: str, schema: str
+) -> tuple[list[RowModel], list[Diagnostic]]:
+    """One ``model`` per non-empty line; every bad line is a diagnostic naming its line and field."""
+    rows: list[RowModel] = []
     problems: list[Diagnostic] = []
     if not path.exists():
-        return cases, problems
+        return rows, problems
     text, problem = read_text(path, 16 * 1_048_576)
     if problem:
-        return cases, [_diag(display, None, problem.code, "", problem.message, problem.fix)]
+        return rows, [_diag(display, None, problem.code, "", problem.message, problem.fix)]
     assert text is not None
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
@@ -509,11 +527,8 @@ def load_cases(path: Path, display: str) -> tuple[list[EvalCase], list[Diagnosti
         try:
             raw = json.loads(line)
         except json.JSONDecodeError as exc:
-            problems.append(
-                _diag(
-                    display, number, "case-json", "", f"line is not JSON: {exc.msg}", "write one JSON object per line"
-                )
-            )
+            message = f"line is not JSON: {exc.msg}"
+            problems.append(_diag(display, number, f"{code}-json", "", message, "write one JSON object per line"))
             continue
         except RecursionError:
             raw = None
@@ -522,29 +537,21 @@ def load_cases(path: Path, display: str) -> tuple[list[EvalCase], list[Diagnosti
                 _diag(
                     display,
                     number,
-                    "case-json",
+                    f"{code}-json",
                     "",
                     f"line nests deeper than {MAX_JSON_DEPTH} levels",
-                    "write one flat JSON object per line (see schemas/eval-case.schema.json)",
+                    f"write one flat JSON object per line (see {schema})",
                 )
             )
             continue
         try:
-            cases.append(EvalCase.model_validate(raw))
+            rows.append(model.model_validate(raw))
         except ValidationError as exc:
             for error in exc.errors():
                 fld = ".".join(str(p) for p in error["loc"]) or "(root)"
-                problems.append(
-                    _diag(
-                        display,
-                        number,
-                        "case-schema",
-                        fld,
-                        error["msg"].removeprefix("Value error, "),
-                        "follow schemas/eval-case.schema.json",
-                    )
-                )
-    return cases, problems
+                msg = error["msg"].removeprefix("Value error, ")
+                problems.append(_diag(display, number, f"{code}-schema", fld, msg, f"follow {schema}"))
+    return rows, problems
 
 
 # -------------------------------------------------------------------------------------------- library

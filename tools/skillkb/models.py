@@ -385,9 +385,21 @@ class EvalCase(Strict):
         return self
 
 
+class TrainingQuestion(Strict):
+    """One line of ``evals/retrieval/training/synthetic.jsonl``: a question written for the query classifier
+    in the library's own words (never copied from a thread), with the entry that answers it."""
+
+    text: Annotated[str, StringConstraints(min_length=1, max_length=2000, strip_whitespace=True)]
+    label: Annotated[str, StringConstraints(pattern=rf"^(none|{ENTRY_ID.strip('^$')})$", max_length=200)] = Field(
+        description="The id of the entry that answers it, or 'none' (an in-domain question no entry covers)"
+    )
+    lang: Literal["en", "zh", "mixed"]
+
+
 SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "entry.schema.json": EntryMeta,
     "skill-index.schema.json": SkillIndex,
     "eval-case.schema.json": EvalCase,
+    "training-question.schema.json": TrainingQuestion,
     "manifest-row.schema.json": ManifestRow,
 }

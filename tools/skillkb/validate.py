@@ -11,7 +11,17 @@ from urllib.parse import unquote
 from .citations import CITATION, count_cited_facts, find_citations, malformed_citations, resolve
 from .diagnostics import Diagnostic, sort_key
 from .htmlsafety import PROTOCOL_RELATIVE, SOURCE_TAGS, check_markdown, pipeline_problem
-from .loader import CASES_FILE, REAL_CASES_FILE, Document, Entry, Library, load_library, suggest_name
+from .loader import (
+    CASES_FILE,
+    REAL_CASES_FILE,
+    TRAINING_FILE,
+    Document,
+    Entry,
+    Library,
+    load_library,
+    load_training,
+    suggest_name,
+)
 from .manifests import ARTIFACT, PARTIAL, ManifestStore
 from .models import SKILL_NAME, Readset, Status, thread_key
 from .tokenize import estimate_tokens
@@ -884,6 +894,37 @@ def _check_case_set(library: Library, cases: list, file: str, origin: str) -> li
     return out
 
 
+def check_training(library: Library) -> list[Diagnostic]:
+    """The synthetic training questions load, name existing entries and are not written twice."""
+    questions, out = load_training(library.root)
+    file = TRAINING_FILE.as_posix()
+    for question in questions:
+        if question.label != "none" and question.label not in library.entries:
+            out.append(
+                d(
+                    file,
+                    None,
+                    "training-unknown-entry",
+                    "label",
+                    f"training question {question.text[:60]!r} names unknown entry '{question.label}'",
+                    "use an existing entry id, or 'none' for an in-domain question no entry answers",
+                )
+            )
+    for text, count in sorted(Counter(q.text for q in questions).items()):
+        if count > 1:
+            out.append(
+                d(
+                    file,
+                    None,
+                    "training-duplicate",
+                    "text",
+                    f"training question {text[:60]!r} appears {count} times",
+                    "keep one copy: a repeated row counts twice in the fit",
+                )
+            )
+    return out
+
+
 def validate_library(library: Library) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     for entry in library.sorted_entries():
@@ -896,6 +937,7 @@ def validate_library(library: Library) -> list[Diagnostic]:
     out += check_markdown_pipeline(library)
     out += check_uniqueness(library)
     out += check_cases(library)
+    out += check_training(library)
     out += check_maps(library)
     out += check_tuning_files(library.root)
     return out

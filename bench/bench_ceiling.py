@@ -1,0 +1,157 @@
+"""How far can the question text alone take a router? Independent judges beside the shipped search, on real dev.
+
+    .venv/bin/python bench/bench_ceiling.py materials DIR     # the judges' brief: catalogue + unlabelled batches
+    .venv/bin/python bench/bench_ceiling.py [--judge FILE]    # score the recorded judgements beside the search
+
+Issue #14's targets ask a search over a question's text (mostly an issue title) for the entry that answers
+its root cause, which the labeller read in the whole thread. This measures what that text supports: careful
+readers (language-model judges, one per batch) saw the question exactly as the search sees it, a catalogue
+of the 14 entries (description and "Not this entry") and the labelling rules of ``evals/retrieval/real/
+README.md``, and nothing else (no thread, no labels, no search tool). Each named the entry that answers the
+root cause or ``none``, and up to three entries to offer. Only **dev** questions were judged: the figures
+bound what is reachable without reading a single test question.
+
+Printed: the judges and the shipped search (cross-fitted: each dev question scored by a query classifier
+that never saw it, the folds of ``skillkb eval --calibrate``) on the same questions, by language, by how the
+label was decided (a resolution in the thread, or the body alone) and by the judges' own confidence; and
+the paired randomisation test between them. ``bench/RESULTS.md`` ("What the question text supports") has
+the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+from skillkb import evaluation as ev  # noqa: E402
+from skillkb.api import load_cases_or_fail, load_or_fail  # noqa: E402
+from skillkb.loader import EVAL_SETS, REAL_CASES_FILE  # noqa: E402
+from skillkb.models import EvalCase  # noqa: E402
+from skillkb.retrieval import engine_for  # noqa: E402
+
+JUDGEMENTS = ROOT / "bench" / "ceiling" / "judge-real-dev.jsonl"
+BATCHES = 6
+NONE = "none"
+
+# (first answer right, any of the top three right or acceptable, abstained) for one in-scope question;
+# (abstained,) is all that matters for an uncovered one.
+Outcome = tuple[bool, bool, bool]
+
+
+def write_materials(folder: Path) -> None:
+    """The judges' brief: what each entry answers and is not for, the labelling rules, unlabelled batches."""
+    library = load_or_fail(ROOT)
+    parts = [
+        "# The library: 14 entries\n",
+        "Each entry answers a family of problems. Pick, for a user's question, the entry whose content would "
+        "fix or explain the ROOT CAUSE the question most likely has. If the question is in the vLLM/Ascend "
+        "domain but no entry covers it, the answer is `none`.\n",
+    ]
+    for entry in library.sorted_entries():
+        text = (ROOT / entry.id / "SKILL.md").read_text(encoding="utf-8")
+        description = re.search(r"^description: (.*)$", text, re.M)
+        parts.append(f"\n## `{entry.id}`\n\n{description.group(1).strip(chr(39)) if description else ''}\n")
+        not_this = re.search(r"### Not this entry\n(.*?)\n## ", text, re.S)
+        if not_this:
+            parts.append("\nNot this entry:\n" + not_this.group(1).strip() + "\n")
+    readme = (ROOT / REAL_CASES_FILE.parent / "README.md").read_text(encoding="utf-8")
+    rules = readme.split("## How labels are decided")[1].split("## The numbers")[0]
+    rules = re.sub(r" \(\d+ cases\)", "", rules)  # counts would hint at the label distribution
+    parts.append("\n# Labelling rules (how the reference answers were decided)\n" + rules)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "catalogue.md").write_text("".join(parts), encoding="utf-8")
+    dev = [c for c in load_cases_or_fail(ROOT, REAL_CASES_FILE) if c.split == "dev"]
+    random.Random(18).shuffle(dev)
+    for i in range(BATCHES):
+        lines = [json.dumps({"id": c.id, "query": c.query}, ensure_ascii=False) for c in dev[i::BATCHES]]
+        (folder / f"batch-{i}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"wrote {folder}/catalogue.md and {BATCHES} batches of {len(dev)} dev questions (no labels)")
+
+
+def judge_outcomes(cases: dict[str, EvalCase], judgements: list[dict]) -> dict[str, Outcome]:
+    out = {}
+    for j in judgements:
+        case = cases[j["id"]]
+        good = set(case.expected) | set(case.acceptable)
+        out[case.id] = (j["answer"] in case.expected, bool(good & set(j["top3"][:3])), j["answer"] == NONE)
+    return out
+
+
+def search_outcomes(dev: list[EvalCase]) -> dict[str, Outcome]:
+    """The shipped search on every real dev question, each scored by a classifier that never saw it."""
+    engine = engine_for(ROOT)
+    every_dev = [c for path in EVAL_SETS.values() for c in load_cases_or_fail(ROOT, path) if c.split == "dev"]
+    _, held_out, _ = ev.fit_classifier(engine, load_or_fail(ROOT), every_dev)
+    out = {}
+    for case in dev:
+        with ev.held_out_classifier(engine, held_out, case):
+            result = engine.search(case.query, k=3)
+        ids = [hit.id for hit in (result.related if result.abstained else result.results)][:3]
+        good = set(case.expected) | set(case.acceptable)
+        first_right = not result.abstained and bool(ids) and ids[0] in case.expected
+        out[case.id] = (first_right, bool(good & set(ids)), result.abstained)
+    return out
+
+
+def cells(cases: list[EvalCase], outcomes: dict[str, Outcome]) -> str:
+    inside = [outcomes[c.id] for c in cases if c.expected]
+    outside = [outcomes[c.id] for c in cases if not c.expected]
+
+    def share(values: list[bool]) -> str:
+        return f"{sum(values) / len(values):.3f}" if values else "—"
+
+    return (
+        f"{share([o[0] for o in inside])} | {share([o[1] for o in inside])} | "
+        f"{share([o[2] for o in outside])} | {share([o[2] for o in inside])}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("materials", nargs="?", help="'materials' to write the judges' brief to DIR")
+    parser.add_argument("folder", nargs="?", type=Path)
+    parser.add_argument("--judge", type=Path, default=JUDGEMENTS, help="recorded judgements (JSON lines)")
+    args = parser.parse_args()
+    if args.materials:
+        if args.materials != "materials" or args.folder is None:
+            parser.error("usage: bench_ceiling.py materials DIR")
+        write_materials(args.folder)
+        return
+    cases = {c.id: c for c in load_cases_or_fail(ROOT, REAL_CASES_FILE)}
+    judgements = [json.loads(line) for line in args.judge.read_text(encoding="utf-8").splitlines() if line.strip()]
+    dev = [cases[j["id"]] for j in judgements]
+    if any(c.split != "dev" for c in dev):
+        sys.exit(f"{args.judge}: judgements must cover dev questions only")
+    judged = judge_outcomes(cases, judgements)
+    searched = search_outcomes(dev)
+    confidence = {j["id"]: j["confidence"] for j in judgements}
+    body = [c for c in dev if "labelled from the body" in c.rationale]
+    groups: list[tuple[str, list[EvalCase]]] = [("all real dev", dev)]
+    groups += [(f"lang {lang}", [c for c in dev if c.lang == lang]) for lang in ("zh", "en", "mixed")]
+    groups += [("label from a resolution", [c for c in dev if c not in body]), ("label from the body alone", body)]
+    groups += [(f"judge confidence {v}", [c for c in dev if confidence[c.id] == v]) for v in ("high", "medium", "low")]
+    print(f"{len(dev)} real dev questions ({sum(bool(c.expected) for c in dev)} in scope), judged once each\n")
+    print("| questions | in scope / uncovered | router | Hit@1 | Hit@3 any | uncovered abstained | false abst. |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for name, group in groups:
+        sizes = f"{sum(bool(c.expected) for c in group)} / {sum(not c.expected for c in group)}"
+        print(f"| {name} | {sizes} | judges | {cells(group, judged)} |")
+        print(f"| {name} | {sizes} | search, cross-fitted | {cells(group, searched)} |")
+    inside = [c for c in dev if c.expected]
+    a = [float(judged[c.id][0]) for c in inside]
+    b = [float(searched[c.id][0]) for c in inside]
+    p_value = ev.paired_randomization(a, b)
+    print(f"\nHit@1, judges vs search (paired randomisation, {len(inside)} in scope): p = {p_value:.4f}")
+    both_wrong = sum(not x and not y for x, y in zip(a, b, strict=True))
+    print(f"in-scope questions neither gets first: {both_wrong} of {len(inside)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,7 +1,8 @@
 """How far can the question text alone take a router? Independent judges beside the shipped search, on real dev.
 
     .venv/bin/python bench/bench_ceiling.py materials DIR     # the judges' brief: catalogue + unlabelled batches
-    .venv/bin/python bench/bench_ceiling.py [--judge FILE]    # score the recorded judgements beside the search
+    .venv/bin/python bench/bench_ceiling.py [--judge FILE]    # score the recorded judgements beside the search,
+                                                              # and write bench/ceiling/summary.json for the site
 
 Issue #14's targets ask a search over a question's text (mostly an issue title) for the entry that answers
 its root cause, which the labeller read in the whole thread. This measures what that text supports: careful
@@ -37,6 +38,7 @@ from skillkb.models import EvalCase  # noqa: E402
 from skillkb.retrieval import engine_for  # noqa: E402
 
 JUDGEMENTS = ROOT / "bench" / "ceiling" / "judge-real-dev.jsonl"
+SUMMARY = ROOT / "bench" / "ceiling" / "summary.json"  # read by the site's evaluation page
 BATCHES = 6
 NONE = "none"
 
@@ -100,17 +102,23 @@ def search_outcomes(dev: list[EvalCase]) -> dict[str, Outcome]:
     return out
 
 
-def cells(cases: list[EvalCase], outcomes: dict[str, Outcome]) -> str:
+def figures(cases: list[EvalCase], outcomes: dict[str, Outcome]) -> dict[str, float | None]:
     inside = [outcomes[c.id] for c in cases if c.expected]
     outside = [outcomes[c.id] for c in cases if not c.expected]
 
-    def share(values: list[bool]) -> str:
-        return f"{sum(values) / len(values):.3f}" if values else "—"
+    def share(values: list[bool]) -> float | None:
+        return round(sum(values) / len(values), 3) if values else None
 
-    return (
-        f"{share([o[0] for o in inside])} | {share([o[1] for o in inside])} | "
-        f"{share([o[2] for o in outside])} | {share([o[2] for o in inside])}"
-    )
+    return {
+        "hit@1": share([o[0] for o in inside]),
+        "hit@3_any": share([o[1] for o in inside]),
+        "oos_abstention": share([o[2] for o in outside]),
+        "false_abstention": share([o[2] for o in inside]),
+    }
+
+
+def cells(values: dict[str, float | None]) -> str:
+    return " | ".join("—" if v is None else f"{v:.3f}" for v in values.values())
 
 
 def main() -> None:
@@ -118,6 +126,7 @@ def main() -> None:
     parser.add_argument("materials", nargs="?", help="'materials' to write the judges' brief to DIR")
     parser.add_argument("folder", nargs="?", type=Path)
     parser.add_argument("--judge", type=Path, default=JUDGEMENTS, help="recorded judgements (JSON lines)")
+    parser.add_argument("--out", type=Path, default=SUMMARY, help="where the summary for the site goes")
     args = parser.parse_args()
     if args.materials:
         if args.materials != "materials" or args.folder is None:
@@ -137,20 +146,35 @@ def main() -> None:
     groups += [(f"lang {lang}", [c for c in dev if c.lang == lang]) for lang in ("zh", "en", "mixed")]
     groups += [("label from a resolution", [c for c in dev if c not in body]), ("label from the body alone", body)]
     groups += [(f"judge confidence {v}", [c for c in dev if confidence[c.id] == v]) for v in ("high", "medium", "low")]
-    print(f"{len(dev)} real dev questions ({sum(bool(c.expected) for c in dev)} in scope), judged once each\n")
-    print("| questions | in scope / uncovered | router | Hit@1 | Hit@3 any | uncovered abstained | false abst. |")
-    print("|---|---|---|---:|---:|---:|---:|")
+    rows = []
     for name, group in groups:
-        sizes = f"{sum(bool(c.expected) for c in group)} / {sum(not c.expected for c in group)}"
-        print(f"| {name} | {sizes} | judges | {cells(group, judged)} |")
-        print(f"| {name} | {sizes} | search, cross-fitted | {cells(group, searched)} |")
+        rows.append(
+            {
+                "questions": name,
+                "in_scope": sum(bool(c.expected) for c in group),
+                "uncovered": sum(not c.expected for c in group),
+                "judges": figures(group, judged),
+                "search": figures(group, searched),
+            }
+        )
     inside = [c for c in dev if c.expected]
     a = [float(judged[c.id][0]) for c in inside]
     b = [float(searched[c.id][0]) for c in inside]
     p_value = ev.paired_randomization(a, b)
+    neither = sum(not x and not y for x, y in zip(a, b, strict=True))
+    print(f"{len(dev)} real dev questions ({len(inside)} in scope), judged once each\n")
+    print("| questions | in scope / uncovered | router | Hit@1 | Hit@3 any | uncovered abstained | false abst. |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for row in rows:
+        sizes = f"{row['in_scope']} / {row['uncovered']}"
+        print(f"| {row['questions']} | {sizes} | judges | {cells(row['judges'])} |")
+        print(f"| {row['questions']} | {sizes} | search, cross-fitted | {cells(row['search'])} |")
     print(f"\nHit@1, judges vs search (paired randomisation, {len(inside)} in scope): p = {p_value:.4f}")
-    both_wrong = sum(not x and not y for x, y in zip(a, b, strict=True))
-    print(f"in-scope questions neither gets first: {both_wrong} of {len(inside)}")
+    print(f"in-scope questions neither gets first: {neither} of {len(inside)}")
+    summary = {"note": "bench/bench_ceiling.py: judges vs the shipped search (cross-fitted) on real dev", "rows": rows}
+    summary |= {"p_hit1": round(p_value, 4), "neither_first": neither, "in_scope": len(inside)}
+    args.out.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
 
 
 if __name__ == "__main__":

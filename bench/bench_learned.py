@@ -1,12 +1,13 @@
 """The learned signal of the combined ranker (issue #14), measured by cross-fitting on the dev splits.
 
     .venv/bin/python bench/bench_learned.py [--l2 0.0005] [--iterations 1500] [--before bench/before-REV]
-                                            [--synthetic 0,0.25,0.5,1]
+                                            [--training 0:0,1:0,1:1]
 
 A multinomial logistic regression over the cleaned, weighted query tokens (the ranker's own query
-weighting), trained on the entries' phrasings, the synthetic training questions
-(``evals/retrieval/training/``, at each weight ``--synthetic`` names; 0 = without them) and labelled dev
-questions (authored and real; uncovered questions are the class "(none)"). It is measured by 5-fold cross-fitting on the dev splits only: each dev
+weighting), trained on the entries' phrasings, the training questions of ``evals/retrieval/training/``
+(written ones and judged real titles, at the row weights each ``--training WRITTEN:JUDGED`` pair names; 0
+leaves that origin out) and labelled dev questions (authored and real; uncovered questions are the class
+"(none)"). It is measured by 5-fold cross-fitting on the dev splits only: each dev
 question is scored by a model that never saw it. Printed: Hit@1 / MRR@10 of the in-scope dev questions for
 the combined ranker's other signals (at the calibrated weights, learned weight 0), the classifier alone, and
 the other signals + w * p(entry), with a paired randomisation test against the first, and how well the
@@ -33,7 +34,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 from skillkb import evaluation as ev  # noqa: E402
 from skillkb.api import load_cases_or_fail, load_or_fail  # noqa: E402
 from skillkb.classifier import DEFAULT_L2, ITERATIONS, NO_ENTRY  # noqa: E402
-from skillkb.evaluation import SYNTHETIC_WEIGHT  # noqa: E402
+from skillkb.evaluation import TRAINING_WEIGHTS  # noqa: E402
 from skillkb.loader import EVAL_SETS  # noqa: E402
 from skillkb.models import EvalCase, round_tags  # noqa: E402
 from skillkb.retrieval import SearchEngine, clean_query, engine_for  # noqa: E402
@@ -89,10 +90,11 @@ def main() -> None:
     parser.add_argument("--l2", type=float, default=DEFAULT_L2)
     parser.add_argument("--iterations", type=int, default=ITERATIONS)
     parser.add_argument("--before", type=Path, help="an earlier default's reports (bench/measure_before.py)")
+    shipped = f"{TRAINING_WEIGHTS['written']:g}:{TRAINING_WEIGHTS['judged']:g}"
     parser.add_argument(
-        "--synthetic",
-        default=f"{SYNTHETIC_WEIGHT:g}",
-        help="comma-separated weights of the synthetic training questions to compare (0 = without them)",
+        "--training",
+        default=f"0:0,1:0,{shipped}",
+        help="comma-separated WRITTEN:JUDGED row weights of the training questions to compare (0 leaves one out)",
     )
     args = parser.parse_args()
     engine = engine_for(ROOT)
@@ -102,23 +104,22 @@ def main() -> None:
     print(f"l2 {args.l2}, {args.iterations} iterations, {folds}-fold cross-fitting over {len(dev)} dev cases")
     print()
     print(
-        "| synthetic weight | case set | in-scope dev | variant | Hit@1 | MRR@10 | p (MRR vs without learned) "
+        "| training written:judged | case set | in-scope dev | variant | Hit@1 | MRR@10 | p (MRR vs without learned) "
         "| no-entry AUC |"
     )
-    print("|---:|---|---:|---|---:|---:|---:|---:|")
+    print("|---|---|---:|---|---:|---:|---:|---:|")
+    shipped_weights = (TRAINING_WEIGHTS["written"], TRAINING_WEIGHTS["judged"])
     held_out: ev.HeldOut = {}
-    for weight in (float(w) for w in args.synthetic.split(",")):
+    for spec in args.training.split(","):
+        written, judged = (float(w) for w in spec.split(":"))
+        rows = ev.training_rows(ROOT, {"written": written, "judged": judged})
         # The very cross-fitting `skillkb eval --calibrate` uses, at the l2 and iterations asked for.
-        _, held_out, _ = ev.fit_classifier(
-            engine,
-            library,
-            dev,
-            synthetic=None if weight else [],
-            synthetic_weight=weight or 1.0,
-            l2=args.l2,
-            iterations=args.iterations,
-        )
-        learned_table(engine, dev, held_out, f"{weight:g}")
+        _, fitted, _ = ev.fit_classifier(engine, library, dev, rows, l2=args.l2, iterations=args.iterations)
+        learned_table(engine, dev, fitted, spec)
+        if (written, judged) == shipped_weights:
+            held_out = fitted
+    if args.before and not held_out:  # the shipped training weights were not among those compared
+        _, held_out, _ = ev.fit_classifier(engine, library, dev, l2=args.l2, iterations=args.iterations)
     if args.before:
         shipped_by_round(engine, held_out, [c for c in dev if c.origin == "real"], args.before)
 

@@ -89,7 +89,7 @@ def drop_readsets(root: Path) -> None:
 SKILL = f"{FEATURE}/SKILL.md"
 META = f"{FEATURE}/entry.yaml"
 CASES = "evals/retrieval/cases.jsonl"
-TRAINING = "evals/retrieval/training/synthetic.jsonl"
+TRAINING = "evals/retrieval/training/written.jsonl"
 POOL_CITE = "[widget@0123456:src/pool.py#L1-L3]"
 
 # (case id, mutation, file the diagnostic names, code, message fragment)
@@ -503,7 +503,14 @@ BAD_INPUT = [
         write(TRAINING, 2 * (json.dumps({"text": "q", "label": "none", "lang": "en"}) + "\n")),
         TRAINING,
         "training-duplicate",
-        "appears 2 times",
+        "more than once",
+    ),
+    (
+        "training-judged-without-source",
+        write(TRAINING, json.dumps({"text": "q", "label": "none", "lang": "en", "origin": "judged"}) + "\n"),
+        TRAINING,
+        "training-schema",
+        "needs 'source'",
     ),
     (
         "manifest-bad-row",

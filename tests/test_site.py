@@ -215,3 +215,18 @@ def test_the_evaluation_page_shows_the_fresh_questions_when_the_reports_have_the
     rounds = {"round3": older, "round4": fresh, "round10": fresh}
     newest = site._fresh([{"retriever": "combined", "test_by_tag": rounds}])
     assert "round 10" in newest[0] and "0.500" in newest[1] and "0.250" not in newest[1]
+
+
+def test_the_evaluation_page_shows_the_ceiling_study_when_recorded(tmp_path: Path) -> None:
+    path = tmp_path / "summary.json"
+    assert site._ceiling(path) == []  # not recorded: no section
+    figures = {"hit@1": 0.8, "hit@3_any": 0.95, "oos_abstention": None, "false_abstention": 0.05}
+    row = {"questions": "<script>x</script>", "in_scope": 3, "uncovered": 0, "judges": figures, "search": figures}
+    path.write_text(json.dumps({"rows": [row]}), encoding="utf-8")
+    intro, rendered = site._ceiling(path)
+    assert "question text supports" in intro
+    assert "judges" in rendered and "search, cross-fitted" in rendered and "0.800" in rendered and "—" in rendered
+    assert "<script>" not in rendered, "text from the file is data, never markup"
+    path.write_text("{not json", encoding="utf-8")
+    (warning,) = site._ceiling(path)
+    assert warning.startswith("!!! warning") and "unreadable" in warning

@@ -1,6 +1,6 @@
-"""The synthetic training questions of the query classifier: they load clean, cover every entry and the
-"no entry" class, never near-copy an eval case (a case must not vouch for itself), and reach the fit with
-their row weight."""
+"""The query classifier's training questions (written from the entries, and real titles labelled by judges):
+they load clean, cover every entry and the "no entry" class, never near-copy an eval case nor come from an
+eval thread (a case must not vouch for itself), and reach the fit with their row weight."""
 
 from __future__ import annotations
 
@@ -8,21 +8,24 @@ import difflib
 import json
 from collections import Counter
 
+import pytest
+
 from skillkb import evaluation as ev
 from skillkb.api import load_or_fail
 from skillkb.classifier import NO_ENTRY, Example, QueryClassifier
-from skillkb.loader import EVAL_SETS, TRAINING_FILE, load_training
+from skillkb.loader import EVAL_SETS, load_training
+from skillkb.models import thread_key
 from skillkb.tokenize import tokenize
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, SHARED
 
 NEAR = 0.75  # the merge rule of evals/retrieval/training/README.md
 
 
-def test_the_training_file_loads_and_covers_every_entry() -> None:
+def test_the_training_files_load_and_cover_every_entry() -> None:
     questions, problems = load_training(REPO_ROOT)
     assert problems == []
-    labels = Counter(q.label for q in questions)
+    labels = Counter(q.label for q in questions if q.origin == "written")
     entries = load_or_fail(REPO_ROOT).entries
     assert set(labels) == set(entries) | {"none"}, "every entry, and the no-entry class, has written questions"
     assert min(labels.values()) >= 20
@@ -73,17 +76,40 @@ def test_a_row_weight_moves_the_fit() -> None:
     assert winner(1.0, 3.0) == b
 
 
-def test_calibration_fits_on_the_training_file() -> None:
+def test_no_judged_title_comes_from_an_eval_thread() -> None:
+    real = [json.loads(line) for line in (REPO_ROOT / EVAL_SETS["real"]).read_text(encoding="utf-8").splitlines()]
+    eval_threads = {thread_key(c["source"]) for c in real}
+    questions, _ = load_training(REPO_ROOT)
+    judged = [q for q in questions if q.origin == "judged"]
+    assert judged, "the judged titles are part of the training data"
+    assert [q.source for q in judged if thread_key(q.source or "") in eval_threads] == []
+
+
+def test_no_judged_title_comes_from_a_reserved_thread() -> None:
+    reserved_list = SHARED / "eval-reserved.txt"
+    if not reserved_list.is_file():
+        pytest.skip(f"{reserved_list} is not beside this checkout: the reserved list is checked where it exists")
+    lines = reserved_list.read_text(encoding="utf-8").splitlines()
+    reserved = {thread_key(line) for line in lines if "github.com" in line}
+    questions, _ = load_training(REPO_ROOT)
+    assert [q.source for q in questions if q.source and thread_key(q.source) in reserved] == []
+
+
+def test_calibration_fits_on_the_training_files() -> None:
     from skillkb.models import EvalCase
     from skillkb.retrieval import SearchEngine
 
     engine = SearchEngine.open(REPO_ROOT, use_cache=False)
     cases = [EvalCase(id=f"c{i}", query=f"question {i}", expected=[], lang="en", split="dev") for i in range(5)]
     questions, _ = load_training(REPO_ROOT)
+    shipped = [q for q in questions if ev.TRAINING_WEIGHTS[q.origin] > 0]
     final, _, stats = ev.fit_classifier(engine, load_or_fail(REPO_ROOT), cases, iterations=5)
-    assert stats["synthetic_rows"] == len(questions) > 0
-    assert TRAINING_FILE.as_posix().endswith("synthetic.jsonl")
-    written = {t for q in questions for t in tokenize(q.text)}
-    assert written & set(final.vocab), "the written questions' words reach the classifier"
-    _, _, none_stats = ev.fit_classifier(engine, load_or_fail(REPO_ROOT), cases, synthetic=[], iterations=5)
-    assert none_stats["synthetic_rows"] == 0 and none_stats["rows"] == stats["rows"] - len(questions)
+    assert stats["training_rows"] == len(shipped) > 0
+    words = {t for q in shipped for t in tokenize(q.text)}
+    assert words & set(final.vocab), "the training questions' words reach the classifier"
+    _, _, bare = ev.fit_classifier(engine, load_or_fail(REPO_ROOT), cases, [], iterations=5)
+    assert bare["training_rows"] == 0 and bare["rows"] == stats["rows"] - len(shipped)
+    for weights in ({"written": 1.0, "judged": 0.0}, {"written": 0.0, "judged": 0.5}):
+        rows = ev.training_rows(REPO_ROOT, weights)
+        assert len(rows) == sum(weights[q.origin] > 0 for q in questions)
+        assert {w for _, _, w in rows} == {w for w in weights.values() if w > 0}

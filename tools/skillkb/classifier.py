@@ -6,8 +6,9 @@ trained on labelled dev questions learns those words. It is one more signal of t
 replacement, and its weight is fitted on out-of-fold probabilities, so a dev question cannot vouch for the
 model that was trained on it (``evaluation.fit_classifier``).
 
-Training rows: the entries' phrasings and every labelled dev question (authored and real; an
-``expected: []`` question is a row of the class ``NO_ENTRY``). Fitting uses numpy; scoring a query is plain
+Training rows: the entries' phrasings, the training questions of ``evals/retrieval/training/`` (each at its
+origin's row weight) and every labelled dev question (authored and real; an ``expected: []`` question is a
+row of the class ``NO_ENTRY``). Fitting uses numpy on a sparse design matrix; scoring a query is plain
 Python (a few dozen rows of a small matrix), so a search process imports neither numpy, torch nor
 scikit-learn for it.
 """
@@ -33,7 +34,7 @@ class Example:
     tokens: list[str]
     weights: list[float]
     label: str
-    row_weight: float = 1.0  # how much this row counts in the loss (synthetic rows count less than real ones)
+    row_weight: float = 1.0  # how much this row counts in the loss (evaluation.TRAINING_WEIGHTS)
 
 
 @dataclass

@@ -30,8 +30,9 @@ SKILL_FILE = "SKILL.md"
 META_FILE = "entry.yaml"
 CASES_FILE = Path("evals/retrieval/cases.jsonl")  # authored cases: they count toward the admission gates
 REAL_CASES_FILE = Path("evals/retrieval/real/cases.jsonl")  # real users' questions, copied from public threads
-# Questions written for the query classifier from the entries, never from a thread (training only, never scored).
-TRAINING_FILE = Path("evals/retrieval/training/synthetic.jsonl")
+# The query classifier's training questions (never scored): written from the entries, and real titles that
+# independent judges labelled from the title alone (evals/retrieval/training/README.md).
+TRAINING_FILES = (Path("evals/retrieval/training/written.jsonl"), Path("evals/retrieval/training/judged.jsonl"))
 EVAL_SETS = {"authored": CASES_FILE, "real": REAL_CASES_FILE}
 REFERENCE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*\.md$")
 MAX_JSON_DEPTH = 32
@@ -504,9 +505,16 @@ def load_cases(path: Path, display: str) -> tuple[list[EvalCase], list[Diagnosti
 
 
 def load_training(root: Path) -> tuple[list[TrainingQuestion], list[Diagnostic]]:
-    """The synthetic training questions of the query classifier (none when the file is absent)."""
-    schema = "schemas/training-question.schema.json"
-    return load_json_lines(root / TRAINING_FILE, TRAINING_FILE.as_posix(), TrainingQuestion, "training", schema)
+    """The query classifier's training questions, every file's (none where a file is absent)."""
+    questions: list[TrainingQuestion] = []
+    problems: list[Diagnostic] = []
+    for path in TRAINING_FILES:
+        rows, found = load_json_lines(
+            root / path, path.as_posix(), TrainingQuestion, "training", "schemas/training-question.schema.json"
+        )
+        questions += rows
+        problems += found
+    return questions, problems
 
 
 def load_json_lines(

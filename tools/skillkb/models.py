@@ -386,14 +386,26 @@ class EvalCase(Strict):
 
 
 class TrainingQuestion(Strict):
-    """One line of ``evals/retrieval/training/synthetic.jsonl``: a question written for the query classifier
-    in the library's own words (never copied from a thread), with the entry that answers it."""
+    """One line of the query classifier's training files (``evals/retrieval/training/``): never scored.
+
+    ``written``: a question written from an entry in the library's own words; ``judged``: a real thread's
+    title, copied, whose label an independent judge gave from the title alone (``source`` is the thread)."""
 
     text: Annotated[str, StringConstraints(min_length=1, max_length=2000, strip_whitespace=True)]
     label: Annotated[str, StringConstraints(pattern=rf"^(none|{ENTRY_ID.strip('^$')})$", max_length=200)] = Field(
         description="The id of the entry that answers it, or 'none' (an in-domain question no entry covers)"
     )
     lang: Literal["en", "zh", "mixed"]
+    origin: Literal["written", "judged"] = "written"
+    source: Annotated[str, StringConstraints(pattern=THREAD_URL)] | None = Field(
+        None, description="For judged titles: the thread the title was copied from"
+    )
+
+    @model_validator(mode="after")
+    def _sourced(self) -> TrainingQuestion:
+        if (self.origin == "judged") != bool(self.source):
+            raise ValueError("a judged title needs 'source' (its thread URL); a written question has none")
+        return self
 
 
 SCHEMA_MODELS: dict[str, type[BaseModel]] = {

@@ -377,6 +377,7 @@ def dashboard_markdown(
             "in-sample.)\n",
             _side_by_side(reports, real),
             *_fresh(real),
+            *_ceiling(library.root / CEILING_SUMMARY),
         ]
     parts += ["# Authored cases\n" if real else "", *_set_sections(reports, library, page, "")]
     return NO_SEARCH + "\n".join(parts)
@@ -421,6 +422,34 @@ def _fresh(real: list[dict]) -> list[str]:
     number = tag.removeprefix("round")
     intro = f"Fresh real questions only (round {number}, test split): collected after every earlier choice was made.\n"
     return [intro, table(["Retriever", *SIDE_METRICS], rows)]
+
+
+CEILING_SUMMARY = Path("bench/ceiling/summary.json")  # written by bench/bench_ceiling.py
+CEILING_METRICS = ("hit@1", "hit@3_any", "oos_abstention", "false_abstention")
+
+
+def _ceiling(path: Path) -> list[str]:
+    """What the question text supports: independent judges beside the search on real dev (when recorded)."""
+    if not path.is_file():
+        return []
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+        rows = [
+            [cell(row["questions"]), f"{row['in_scope']} / {row['uncovered']}", cell(router)]
+            + [_fmt(row[key].get(m)) if row[key].get(m) is not None else "—" for m in CEILING_METRICS]
+            for row in summary["rows"]
+            for key, router in (("judges", "judges"), ("search", "search, cross-fitted"))
+        ]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return [f'!!! warning "Ceiling summary unreadable"\n\n    {cell(CEILING_SUMMARY.as_posix())}: {cell(exc)}\n']
+    intro = (
+        "## What the question text supports (real dev)\n\n"
+        "Independent judges saw each real dev question exactly as the search does, a catalogue of the entries "
+        "and the labelling rules, and nothing else; they named the entry that answers its root cause or "
+        "none. The search beside them is cross-fitted (each question scored by a query classifier that never "
+        "saw it). Recorded by `bench/bench_ceiling.py`; `bench/RESULTS.md` has the analysis.\n"
+    )
+    return [intro, table(["Questions", "In scope / uncovered", "Router", *CEILING_METRICS], rows)]
 
 
 def _set_sections(reports: list[dict], library: Library, page: str, prefix: str, confusion: bool = False) -> list[str]:

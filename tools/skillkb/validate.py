@@ -14,16 +14,16 @@ from .htmlsafety import PROTOCOL_RELATIVE, SOURCE_TAGS, check_markdown, pipeline
 from .loader import (
     CASES_FILE,
     REAL_CASES_FILE,
-    TRAINING_FILE,
+    TRAINING_FILES,
     Document,
     Entry,
     Library,
+    load_json_lines,
     load_library,
-    load_training,
     suggest_name,
 )
 from .manifests import ARTIFACT, PARTIAL, ManifestStore
-from .models import SKILL_NAME, Readset, Status, thread_key
+from .models import SKILL_NAME, Readset, Status, TrainingQuestion, thread_key
 from .tokenize import estimate_tokens
 from .upstream_skill import check_maps
 
@@ -895,33 +895,51 @@ def _check_case_set(library: Library, cases: list, file: str, origin: str) -> li
 
 
 def check_training(library: Library) -> list[Diagnostic]:
-    """The synthetic training questions load, name existing entries and are not written twice."""
-    questions, out = load_training(library.root)
-    file = TRAINING_FILE.as_posix()
-    for question in questions:
-        if question.label != "none" and question.label not in library.entries:
-            out.append(
-                d(
-                    file,
-                    None,
-                    "training-unknown-entry",
-                    "label",
-                    f"training question {question.text[:60]!r} names unknown entry '{question.label}'",
-                    "use an existing entry id, or 'none' for an in-domain question no entry answers",
+    """The training questions load, name existing entries, are not written twice, and no judged title comes
+    from a thread of the real eval set (its case would vouch for itself)."""
+    out: list[Diagnostic] = []
+    eval_threads = {thread_key(c.source) for c in library.real_cases if c.source}
+    seen: Counter[str] = Counter()
+    for path in TRAINING_FILES:
+        file = path.as_posix()
+        schema = "schemas/training-question.schema.json"
+        questions, problems = load_json_lines(library.root / path, file, TrainingQuestion, "training", schema)
+        out += problems
+        for question in questions:
+            seen[question.text] += 1
+            if seen[question.text] == 2:
+                out.append(
+                    d(
+                        file,
+                        None,
+                        "training-duplicate",
+                        "text",
+                        f"training question {question.text[:60]!r} appears more than once",
+                        "keep one copy: a repeated row counts twice in the fit",
+                    )
                 )
-            )
-    for text, count in sorted(Counter(q.text for q in questions).items()):
-        if count > 1:
-            out.append(
-                d(
-                    file,
-                    None,
-                    "training-duplicate",
-                    "text",
-                    f"training question {text[:60]!r} appears {count} times",
-                    "keep one copy: a repeated row counts twice in the fit",
+            if question.label != "none" and question.label not in library.entries:
+                out.append(
+                    d(
+                        file,
+                        None,
+                        "training-unknown-entry",
+                        "label",
+                        f"training question {question.text[:60]!r} names unknown entry '{question.label}'",
+                        "use an existing entry id, or 'none' for an in-domain question no entry answers",
+                    )
                 )
-            )
+            if question.source and thread_key(question.source) in eval_threads:
+                out.append(
+                    d(
+                        file,
+                        None,
+                        "training-eval-thread",
+                        "source",
+                        f"judged title from {question.source} is a thread of the real eval set",
+                        "drop it: a thread is either an eval case or training data, never both",
+                    )
+                )
     return out
 
 

@@ -506,6 +506,42 @@ BAD_INPUT = [
         "more than once",
     ),
     (
+        "training-title-from-an-eval-thread",
+        both(
+            write(
+                "evals/retrieval/real/cases.jsonl",
+                json.dumps(
+                    {
+                        "id": "real-demo-7",
+                        "query": "q",
+                        "expected": [],
+                        "lang": "en",
+                        "origin": "real",
+                        "source": "https://github.com/acme/widget/issues/7",
+                        "rationale": "r",
+                    }
+                )
+                + "\n",
+            ),
+            write(
+                TRAINING,
+                json.dumps(
+                    {
+                        "text": "another q",
+                        "label": "none",
+                        "lang": "en",
+                        "origin": "judged",
+                        "source": "https://github.com/ACME/widget/pull/7",
+                    }
+                )
+                + "\n",
+            ),
+        ),
+        TRAINING,
+        "training-eval-thread",
+        "thread of the real eval set",
+    ),
+    (
         "training-judged-without-source",
         write(TRAINING, json.dumps({"text": "q", "label": "none", "lang": "en", "origin": "judged"}) + "\n"),
         TRAINING,

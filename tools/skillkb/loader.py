@@ -508,13 +508,19 @@ def load_training(root: Path) -> tuple[list[TrainingQuestion], list[Diagnostic]]
     """The query classifier's training questions, every file's (none where a file is absent)."""
     questions: list[TrainingQuestion] = []
     problems: list[Diagnostic] = []
-    for path in TRAINING_FILES:
-        rows, found = load_json_lines(
-            root / path, path.as_posix(), TrainingQuestion, "training", "schemas/training-question.schema.json"
-        )
+    for _, rows, found in load_training_files(root):
         questions += rows
         problems += found
     return questions, problems
+
+
+def load_training_files(root: Path) -> list[tuple[Path, list[TrainingQuestion], list[Diagnostic]]]:
+    """Per training file: its path, its questions and its diagnostics (``validate`` names the file)."""
+    schema = "schemas/training-question.schema.json"
+    return [
+        (path, *load_json_lines(root / path, path.as_posix(), TrainingQuestion, "training", schema))
+        for path in TRAINING_FILES
+    ]
 
 
 def load_json_lines(

@@ -14,16 +14,15 @@ from .htmlsafety import PROTOCOL_RELATIVE, SOURCE_TAGS, check_markdown, pipeline
 from .loader import (
     CASES_FILE,
     REAL_CASES_FILE,
-    TRAINING_FILES,
     Document,
     Entry,
     Library,
-    load_json_lines,
     load_library,
+    load_training_files,
     suggest_name,
 )
 from .manifests import ARTIFACT, PARTIAL, ManifestStore
-from .models import SKILL_NAME, Readset, Status, TrainingQuestion, thread_key
+from .models import SKILL_NAME, Readset, Status, thread_key
 from .tokenize import estimate_tokens
 from .upstream_skill import check_maps
 
@@ -900,10 +899,8 @@ def check_training(library: Library) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     eval_threads = {thread_key(c.source) for c in library.real_cases if c.source}
     seen: Counter[str] = Counter()
-    for path in TRAINING_FILES:
+    for path, questions, problems in load_training_files(library.root):
         file = path.as_posix()
-        schema = "schemas/training-question.schema.json"
-        questions, problems = load_json_lines(library.root / path, file, TrainingQuestion, "training", schema)
         out += problems
         for question in questions:
             seen[question.text] += 1

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_ceiling.py materials DIR     # the judges' brief: catalogue + unlabelled batches
     .venv/bin/python bench/bench_ceiling.py [--judge FILE]    # score the recorded judgements beside the search,
-                                                              # and write bench/ceiling/summary.json for the site
+                                                              # and write evals/retrieval/real/ceiling/summary.json
 
 Issue #14's targets ask a search over a question's text (mostly an issue title) for the entry that answers
 its root cause, which the labeller read in the whole thread. This measures what that text supports: careful
@@ -37,8 +37,8 @@ from skillkb.loader import EVAL_SETS, REAL_CASES_FILE  # noqa: E402
 from skillkb.models import EvalCase  # noqa: E402
 from skillkb.retrieval import engine_for  # noqa: E402
 
-JUDGEMENTS = ROOT / "bench" / "ceiling" / "judge-real-dev.jsonl"
-SUMMARY = ROOT / "bench" / "ceiling" / "summary.json"  # read by the site's evaluation page
+JUDGEMENTS = ROOT / "evals" / "retrieval" / "real" / "ceiling" / "judge-dev.jsonl"
+SUMMARY = ROOT / "evals" / "retrieval" / "real" / "ceiling" / "summary.json"  # the site's evaluation page reads it
 BATCHES = 6
 NONE = "none"
 

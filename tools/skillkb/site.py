@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .citations import github_url
 from .citations import link_citations as shared_link_citations
+from .fsutil import read_text
 from .htmlsafety import html_text, md_text
 from .loader import Entry, Library
 from .models import IndexEntry, Readset, newest_round
@@ -424,16 +425,19 @@ def _fresh(real: list[dict]) -> list[str]:
     return [intro, table(["Retriever", *SIDE_METRICS], rows)]
 
 
-CEILING_SUMMARY = Path("bench/ceiling/summary.json")  # written by bench/bench_ceiling.py
+CEILING_SUMMARY = Path("evals/retrieval/real/ceiling/summary.json")  # written by bench/bench_ceiling.py
 CEILING_METRICS = ("hit@1", "hit@3_any", "oos_abstention", "false_abstention")
 
 
 def _ceiling(path: Path) -> list[str]:
     """What the question text supports: independent judges beside the search on real dev (when recorded)."""
-    if not path.is_file():
+    if not path.exists():
         return []
     try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
+        text, problem = read_text(path, 1_048_576)  # a regular file, never followed through a link
+        if problem or text is None:
+            raise ValueError(problem.message if problem else "unreadable")
+        summary = json.loads(text)
         rows = [
             [cell(row["questions"]), f"{row['in_scope']} / {row['uncovered']}", cell(router)]
             + [_fmt(row[key].get(m)) if row[key].get(m) is not None else "—" for m in CEILING_METRICS]

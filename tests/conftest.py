@@ -12,6 +12,17 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED = REPO_ROOT.parent / "shared"
+RESERVED = SHARED / "eval-reserved.txt"
+
+
+def reserved_threads() -> set:
+    """Thread keys of the threads reserved for an independent measurement; the calling test is skipped,
+    saying why, where the list is not beside this checkout (a user's clone has none)."""
+    from skillkb.models import thread_key
+
+    if not RESERVED.is_file():
+        pytest.skip(f"{RESERVED} is not beside this checkout: the reserved list is checked where it exists")
+    return {thread_key(line) for line in RESERVED.read_text(encoding="utf-8").splitlines() if "github.com" in line}
 
 DEMO_REPO = "acme/widget"
 DEMO_COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -13,9 +13,7 @@ from skillkb.api import load_cases_or_fail
 from skillkb.loader import REAL_CASES_FILE
 from skillkb.models import round_tags, thread_key
 
-from conftest import REPO_ROOT, SHARED
-
-RESERVED = SHARED / "eval-reserved.txt"
+from conftest import REPO_ROOT, reserved_threads
 
 
 @pytest.fixture(scope="module")
@@ -24,9 +22,7 @@ def cases():
 
 
 def test_no_case_comes_from_a_reserved_thread(cases) -> None:
-    if not RESERVED.is_file():
-        pytest.skip(f"{RESERVED} is not beside this checkout: the reserved list is checked where it exists")
-    reserved = {thread_key(line) for line in RESERVED.read_text(encoding="utf-8").splitlines() if "github.com" in line}
+    reserved = reserved_threads()
     used = [c.id for c in cases if thread_key(c.source or "") in reserved]
     assert used == [], f"{len(used)} case(s) copy a reserved thread"
 

@@ -8,8 +8,6 @@ import difflib
 import json
 from collections import Counter
 
-import pytest
-
 from skillkb import evaluation as ev
 from skillkb.api import load_or_fail
 from skillkb.classifier import NO_ENTRY, Example, QueryClassifier
@@ -17,7 +15,7 @@ from skillkb.loader import EVAL_SETS, load_training
 from skillkb.models import thread_key
 from skillkb.tokenize import tokenize
 
-from conftest import REPO_ROOT, SHARED
+from conftest import REPO_ROOT, reserved_threads
 
 NEAR = 0.75  # the merge rule of evals/retrieval/training/README.md
 
@@ -86,11 +84,7 @@ def test_no_judged_title_comes_from_an_eval_thread() -> None:
 
 
 def test_no_judged_title_comes_from_a_reserved_thread() -> None:
-    reserved_list = SHARED / "eval-reserved.txt"
-    if not reserved_list.is_file():
-        pytest.skip(f"{reserved_list} is not beside this checkout: the reserved list is checked where it exists")
-    lines = reserved_list.read_text(encoding="utf-8").splitlines()
-    reserved = {thread_key(line) for line in lines if "github.com" in line}
+    reserved = reserved_threads()
     questions, _ = load_training(REPO_ROOT)
     assert [q.source for q in questions if q.source and thread_key(q.source) in reserved] == []
 

@@ -55,7 +55,6 @@ def no_entry_auc(inside: list[float], outside: list[float]) -> float:
 
 def learned_table(engine: SearchEngine, dev: list[EvalCase], held_out: ev.HeldOut, label: str) -> None:
     ranker = engine.ranker("combined")
-    others = {**ranker.weights, "learned": 0.0}  # the shipped classifier saw every dev case: leave it out
     for origin in EVAL_SETS:
         cases = [c for c in dev if c.origin == origin]
         variants: dict[str, list[float]] = {}
@@ -67,6 +66,7 @@ def learned_table(engine: SearchEngine, dev: list[EvalCase], held_out: ev.HeldOu
             no_entry[bool(case.expected)].append(p.get(NO_ENTRY, 0.0))
             if not case.expected:
                 continue
+            others = {**ranker.weights_for(case.query), "learned": 0.0}  # the shipped classifier saw every dev case
             combined = {s.entry_id: ranker.score(s, others) for s in ranker.signals(case.query)}
             runs = {"without learned": combined, "classifier alone": {e: p.get(e, 0.0) for e in combined}}
             for w in WEIGHTS:

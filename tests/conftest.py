@@ -24,6 +24,7 @@ def reserved_threads() -> set:
         pytest.skip(f"{RESERVED} is not beside this checkout: the reserved list is checked where it exists")
     return {thread_key(line) for line in RESERVED.read_text(encoding="utf-8").splitlines() if "github.com" in line}
 
+
 DEMO_REPO = "acme/widget"
 DEMO_COMMIT = "0123456789abcdef0123456789abcdef01234567"
 DEMO_FILES = {  # path -> (blob, bytes, lines)

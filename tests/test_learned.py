@@ -88,6 +88,42 @@ def test_the_committed_calibration_carries_a_classifier_the_ranker_uses() -> Non
     assert {A, B, NO_ENTRY} <= set(calibration.classifier.classes)
 
 
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [("显存占用很高", "zh"), ("Qwen3 部署后 KV cache 不够", "zh"), ("KV cache blocks too few", "en"), ("207008", "en")],
+)
+def test_a_question_with_chinese_in_it_is_a_chinese_question(text: str, language: str) -> None:
+    from skillkb.tokenize import query_language
+
+    assert query_language(text) == language
+
+
+def test_a_chinese_question_is_ranked_and_explained_with_the_chinese_weights(engine: SearchEngine) -> None:
+    from skillkb.retrieval import WEIGHT_KEYS
+
+    ranker = engine.ranker("combined")
+    saved = ranker.weights, ranker.chinese_weights  # type: ignore[attr-defined]
+    section_only = {"section": 1.0, "card": 0.0, "coverage": 0.0, "signature": 0.0, "phrase": 0.0, "learned": 0.0}
+    try:
+        ranker.weights, ranker.chinese_weights = dict(section_only), None  # type: ignore[attr-defined]
+        zh, en = "锁页内存 释放 pinned memory", "pinned memory release"
+        plain = {q: ranker.rank(q).order for q in (zh, en)}
+        ranker.chinese_weights = {**section_only, "section": 0.0, "card": 1.0}  # type: ignore[attr-defined]
+        assert ranker.rank(en).order == plain[en]  # an English question keeps the first set
+        assert ranker.rank(zh).order != plain[zh]  # a Chinese one is ranked by its cards now
+        card = ranker.signals(zh)  # type: ignore[attr-defined]
+        assert [round(s, 6) for _, s in ranker.rank(zh).order] == sorted(
+            (round(x.values["card"], 6) for x in card if x.values["card"] > 0), reverse=True
+        )
+        explained = engine.search(zh, explain=True).explanation
+        assert explained["weights_for_language"] == "zh"
+        assert all(row["signals"]["section"]["weight"] == 0.0 for row in explained["hits"])
+    finally:
+        ranker.weights, ranker.chinese_weights = saved  # type: ignore[attr-defined]
+    calibration, _ = Calibration.load(REPO_ROOT)
+    assert set(WEIGHT_KEYS.values()) <= set(calibration.rankers)  # the committed calibration has both sets
+
+
 def test_the_abstention_features_carry_the_classifiers_no_entry_probability(engine: SearchEngine) -> None:
     from skillkb.abstain import FEATURES
     from skillkb.retrieval import clean_query
@@ -179,3 +215,15 @@ def test_a_warm_search_process_imports_no_numpy() -> None:
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     assert "HEAVY []" in done.stderr
+
+
+def test_each_weight_set_is_fitted_on_its_own_languages_questions_only(engine: SearchEngine) -> None:
+    from skillkb.diagnostics import UsageError
+
+    english = [
+        EvalCase(id=f"e{i}", query=f"sleep mode wake up {i}", expected=[A], lang="en", split="dev") for i in range(4)
+    ]
+    weights, stats = ev.fit_combined(engine, english, language="en")
+    assert stats["dev_cases_authored"] == 4 and set(weights) == set(engine.ranker("combined").weights)  # type: ignore[attr-defined]
+    with pytest.raises(UsageError, match="language: zh"):
+        ev.fit_combined(engine, english, language="zh")

@@ -19,7 +19,7 @@ from .readsets import (
     verify_against_clone,
     verify_against_manifests,
 )
-from .retrieval import DEFAULT_RETRIEVER, RETRIEVERS, engine_for, load_servable, search
+from .retrieval import DEFAULT_RETRIEVER, RETRIEVERS, WEIGHT_KEYS, engine_for, load_servable, search
 from .schemas import stale_schemas, write_schemas
 from .validate import missing_gates, validate
 
@@ -99,12 +99,13 @@ def evaluate(
         engine.calibration.classifier = classifier
         engine.drop_ranker("combined")
         notes.append(f"fitted query classifier: {classifier_stats}")
-        weights, fit_stats = ev.fit_combined(engine, dev, held_out)  # rank first: abstention is fitted on it
-        engine.calibration.rankers["combined"] = weights
+        stats: dict[str, dict] = {"classifier": classifier_stats}
+        for language, key in WEIGHT_KEYS.items():  # rank first: abstention is fitted on the ranking
+            weights, stats[f"{key}-ranker"] = ev.fit_combined(engine, dev, held_out, language)
+            engine.calibration.rankers[key] = weights
+            notes.append(f"fitted {key} ranker ({language} questions): {weights} {stats[f'{key}-ranker']}")
         engine.drop_ranker("combined")
-        notes.append(f"fitted combined ranker: {weights} {fit_stats}")
         models = dict(engine.calibration.models)
-        stats: dict[str, dict] = {"combined-ranker": fit_stats, "classifier": classifier_stats}
         for name in sorted({retriever, *RETRIEVERS}):
             models[name], stats[name] = ev.calibrate(engine, dev, name, held_out=held_out)
             notes.append(f"calibrated {name}: {models[name].to_json()} {stats[name]}")

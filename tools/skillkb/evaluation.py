@@ -340,25 +340,27 @@ def _first_rank(order: list[tuple[float, str]], expected: set[str]) -> int | Non
 
 
 def fit_combined(
-    engine: SearchEngine, cases: list[EvalCase], held_out: HeldOut | None = None
+    engine: SearchEngine, cases: list[EvalCase], held_out: HeldOut | None = None, language: str | None = None
 ) -> tuple[dict[str, float], dict[str, float]]:
     """Signal weights of the combined ranker, fitted on the in-scope dev cases by coordinate ascent (Metzler &
     Croft's method for linear ranking models): one weight at a time takes the grid value that most improves
     the objective, for a few rounds. The objective is (hit@1 + MRR@10) / 2, averaged over the case sets
     (authored, real) so the larger set cannot outvote the other; ties keep the current weight. With
-    ``held_out``, each case's learned signal comes from the classifier that did not see it.
+    ``held_out``, each case's learned signal comes from the classifier that did not see it. ``language``:
+    fit on the dev cases of that language only (``tokenize.query_language``; the ranker's weight sets).
     Returns the weights and the dev objective before and after."""
     from .retrieval import COMBINED_SIGNALS, DEFAULT_COMBINED
+    from .tokenize import query_language
 
     ranker = engine.ranker("combined")
     groups: dict[str, list[tuple[set[str], list]]] = {}
     for case in cases:
-        if case.split == "dev" and case.expected:
+        if case.split == "dev" and case.expected and language in (None, query_language(case.query)):
             with held_out_classifier(engine, held_out, case):
                 signals = ranker.signals(case.query)
             groups.setdefault(case.origin, []).append((set(case.expected), signals))
     if not groups:
-        raise UsageError("fitting the combined ranker needs in-scope dev cases")
+        raise UsageError(f"fitting the combined ranker needs in-scope dev cases (language: {language or 'any'})")
 
     def objective(weights: dict[str, float]) -> float:
         per_set = []

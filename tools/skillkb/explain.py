@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from .abstain import FEATURES, AbstentionModel
 from .signals import BRIDGE_WEIGHT, NOISE_WEIGHT, WeightedQuery, fold, weighted_query
-from .tokenize import tokenize
+from .tokenize import query_language, tokenize
 
 if TYPE_CHECKING:
     from .retrieval import Hit, SearchEngine
@@ -97,7 +97,9 @@ def explain_result(
     phrases = best_phrases(engine, wq)
     combined = {}
     classifier = None
+    language = None
     if retriever == "combined":
+        language = query_language(query)
         ranker = engine.ranker("combined")
         combined = {s.entry_id: s for s in ranker.signals(query)}  # type: ignore[attr-defined]
         classifier = ranker.classifier  # type: ignore[attr-defined]
@@ -115,7 +117,7 @@ def explain_result(
             "phrasing": phrases.get(hit.id),
         }
         if hit.id in combined:
-            weights = engine.ranker("combined").weights  # type: ignore[attr-defined]
+            weights = ranker.weights_for(query)  # type: ignore[attr-defined]
             row["signals"] = {
                 name: {"value": round(value, 4), "weight": weights.get(name, 0.0)}
                 for name, value in combined[hit.id].values.items()
@@ -143,7 +145,7 @@ def explain_result(
         "query": query_view(wq),
         "hits": hit_rows,
         "abstention": abstention,
-    }
+    } | ({"weights_for_language": language} if language else {})
 
 
 def render(explanation: dict) -> str:
@@ -155,6 +157,8 @@ def render(explanation: dict) -> str:
         lines.append(f"  counted as noise (x{NOISE_WEIGHT}): {' '.join(view['noise'])}")
     if view.get("bridged"):
         lines.append(f"  added by zh/en bridges: {' '.join(view['bridged'])}")
+    if explanation.get("weights_for_language"):
+        lines.append(f"  signal weights: those fitted on {explanation['weights_for_language']} questions")
     for row in explanation["hits"]:
         lines.append(f"  {row['id']} § {row['section']} (score {row['score']})")
         for name, found in row["fields"].items():

@@ -26,7 +26,7 @@ from .corpus import DEFAULT_WEIGHTS, Doc, FieldWeights, build_corpus, corpus_fin
 from .diagnostics import Diagnostic, UsageError, require
 from .fsutil import atomic_write, read_text
 from .signals import LEXICON_FILE, Lexicon, SignatureIndex, weighted_query
-from .tokenize import TOKENIZER_VERSION, tokenize
+from .tokenize import TOKENIZER_VERSION, query_language, tokenize
 
 if TYPE_CHECKING:
     import numpy as np
@@ -485,6 +485,10 @@ class HybridRanker:
 COMBINED_SIGNALS = ("section", "card", "coverage", "signature", "phrase", "learned")
 # "learned" starts at 0: the fit must earn it a weight (on out-of-fold probabilities, evaluation.py).
 DEFAULT_COMBINED = {"section": 1.0, "card": 0.75, "coverage": 0.05, "signature": 1.0, "phrase": 1.5, "learned": 0.0}
+# The signals do not carry the same evidence in both languages: BM25 over segmented Chinese matches the
+# entries' Chinese text more loosely than English words match English, so a question with Chinese in it is
+# ranked with its own weights, fitted on the Chinese dev questions (calibration "rankers" keys).
+WEIGHT_KEYS = {"en": "combined", "zh": "combined-zh"}
 
 
 @dataclass
@@ -538,6 +542,12 @@ class CombinedRanker:
     weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_COMBINED))
     classifier: QueryClassifier | None = None
     name: str = "combined"
+    chinese_weights: dict[str, float] | None = None  # for questions with Chinese in them; None: ``weights``
+
+    def weights_for(self, query: str) -> dict[str, float]:
+        """The weight set that ranks ``query`` (``query_language``)."""
+        chinese = self.chinese_weights is not None and query_language(query) == "zh"
+        return self.chinese_weights if chinese and self.chinese_weights is not None else self.weights
 
     def signals(self, query: str) -> list[EntrySignals]:
         return self._signals(query)[0]
@@ -577,7 +587,8 @@ class CombinedRanker:
 
     def rank(self, query: str) -> Ranking:
         signals, no_entry = self._signals(query)
-        scored = [(self.score(s), s) for s in signals]
+        weights = self.weights_for(query)
+        scored = [(self.score(s, weights), s) for s in signals]
         scored = [(score, s) for score, s in scored if score > 0]
         scored.sort(key=lambda pair: (-pair[0], pair[1].entry_id))
         return Ranking([(s.best_doc, score) for score, s in scored], no_entry=no_entry)
@@ -749,9 +760,10 @@ class SearchEngine:
         if name == "bm25":
             return self.bm25
         if name == "combined":
-            weights = self.calibration.rankers.get("combined") or dict(DEFAULT_COMBINED)
+            weights = self.calibration.rankers.get(WEIGHT_KEYS["en"]) or dict(DEFAULT_COMBINED)
+            chinese = self.calibration.rankers.get(WEIGHT_KEYS["zh"])
             parts = (self.bm25, self.docs, self.signatures, self.lexicon, self.phrases)
-            return CombinedRanker(*parts, weights, self.calibration.classifier)
+            return CombinedRanker(*parts, weights, self.calibration.classifier, chinese_weights=chinese)
         if name == "rank-bm25":
             require("rank_bm25", "retrieval", "the rank-bm25 retriever")
             return RankBM25Baseline([tokenize(d.index_text) for d in self.full_docs()])

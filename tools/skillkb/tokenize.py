@@ -33,6 +33,12 @@ STOPWORDS_ZH = frozenset(
 TOKENIZER_VERSION = "1"
 
 
+def query_language(text: str) -> str:
+    """ "zh" for a text with any Chinese in it (a mixed question too: its Chinese words usually carry the
+    problem, the English ones are names and log lines), else "en"."""
+    return "zh" if HAN_RUN.search(text) else "en"
+
+
 def _stem(word: str) -> str:
     """A deliberately light English plural fold: 'graphs' → 'graph', 'caches' → 'cache'."""
     if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")) and word.isalpha():

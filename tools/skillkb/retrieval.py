@@ -532,7 +532,8 @@ class CombinedRanker:
     """Entry-level ranking over several signals of one cleaned, weighted query: BM25 of the best section
     and of the entry card, how much of the entry matches (top-3 sections), and error signatures from the
     entry's triage table, the entry's phrasings, and a classifier learned from labelled dev questions
-    (``classifier.py``). A linear combination whose weights are fitted on the dev split."""
+    (``classifier.py``). A linear combination whose weights are fitted on the dev split, one set per query
+    language (``WEIGHT_KEYS``)."""
 
     bm25: BM25Index
     docs: list[Doc]
@@ -546,8 +547,9 @@ class CombinedRanker:
 
     def weights_for(self, query: str) -> dict[str, float]:
         """The weight set that ranks ``query`` (``query_language``)."""
-        chinese = self.chinese_weights is not None and query_language(query) == "zh"
-        return self.chinese_weights if chinese and self.chinese_weights is not None else self.weights
+        if self.chinese_weights is not None and query_language(query) == "zh":
+            return self.chinese_weights
+        return self.weights
 
     def signals(self, query: str) -> list[EntrySignals]:
         return self._signals(query)[0]

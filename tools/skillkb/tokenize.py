@@ -34,8 +34,8 @@ TOKENIZER_VERSION = "1"
 
 
 def query_language(text: str) -> str:
-    """ "zh" for a text with any Chinese in it (a mixed question too: its Chinese words usually carry the
-    problem, the English ones are names and log lines), else "en"."""
+    """Which language's weights rank ``text``: zh when it has any Chinese in it (a mixed question too: its
+    Chinese words usually carry the problem, the English ones are names and log lines), else en."""
     return "zh" if HAN_RUN.search(text) else "en"
 
 

@@ -33,15 +33,14 @@ def main() -> None:
     dev = sorted(dev, key=ev.case_key)
     _, held_out, _ = ev.fit_classifier(engine, load_or_fail(ROOT), dev)
     ranker = engine.ranker("combined")
-    signals = {}
+    signals = {}  # by question text (no two dev questions share one): fit_combined asks the ranker by text
     for case in dev:  # each question's signals once, its learned one out of fold
         with ev.held_out_classifier(engine, held_out, case):
-            signals[ev.case_key(case)] = ranker.signals(clean_query(case.query))  # type: ignore[attr-defined]
-    signals_of = {case.query: signals[ev.case_key(case)] for case in dev}
-    ranker.signals = signals_of.__getitem__  # type: ignore[attr-defined]  # fit_combined asks by text
+            signals[case.query] = ranker.signals(clean_query(case.query))  # type: ignore[attr-defined]
+    ranker.signals = signals.__getitem__  # type: ignore[attr-defined]
 
     def first_right(case: EvalCase, weights: dict[str, float]) -> float:
-        scored = [(ranker.score(s, weights), s.entry_id) for s in signals[ev.case_key(case)]]  # type: ignore[attr-defined]
+        scored = [(ranker.score(s, weights), s.entry_id) for s in signals[case.query]]  # type: ignore[attr-defined]
         return float(ev._first_rank(scored, set(case.expected)) == 1)
 
     fold = {ev.case_key(c): i % ev.CLASSIFIER_FOLDS for i, c in enumerate(dev)}

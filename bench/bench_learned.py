@@ -1,12 +1,13 @@
 """The learned signal of the combined ranker (issue #14), measured by cross-fitting on the dev splits.
 
     .venv/bin/python bench/bench_learned.py [--l2 0.0005] [--iterations 1500] [--before bench/before-REV]
-                                            [--training 0:0,1:0,1:1]
+                                            [--training 0:0:0,1:0:0,1:0:1]
 
 A multinomial logistic regression over the cleaned, weighted query tokens (the ranker's own query
 weighting), trained on the entries' phrasings, the training questions of ``evals/retrieval/training/``
-(written ones and judged real titles, at the row weights each ``--training WRITTEN:JUDGED`` pair names; 0
-leaves that origin out) and labelled dev questions (authored and real; uncovered questions are the class
+(written ones, real titles labelled by judges from the title and real titles labelled from their threads, at
+the row weights each ``--training WRITTEN:JUDGED[:THREAD]`` names; 0 or a missing THREAD leaves that origin
+out) and labelled dev questions (authored and real; uncovered questions are the class
 "(none)"). It is measured by 5-fold cross-fitting on the dev splits only: each dev
 question is scored by a model that never saw it. Printed: Hit@1 / MRR@10 of the in-scope dev questions for
 the combined ranker's other signals (at the calibrated weights, learned weight 0), the classifier alone, and
@@ -41,6 +42,15 @@ from skillkb.retrieval import SearchEngine, clean_query, engine_for  # noqa: E40
 from skillkb.signals import weighted_query  # noqa: E402
 
 WEIGHTS = (5.0, 10.0, 12.0, 20.0, 30.0)
+ORIGINS = ("written", "judged", "thread")  # the order of a --training spec's weights
+
+
+def training_weights(spec: str) -> dict[str, float]:
+    """``1:0`` or ``1:0:0.5`` → a row weight per training origin (a missing one is 0)."""
+    values = [float(w) for w in spec.split(":")]
+    if not 2 <= len(values) <= len(ORIGINS):
+        raise SystemExit(f"--training: {spec!r} is not WRITTEN:JUDGED[:THREAD]")
+    return dict(zip(ORIGINS, values + [0.0] * (len(ORIGINS) - len(values)), strict=True))
 
 
 def first_rank(scores: dict[str, float], expected: list[str]) -> int | None:
@@ -90,11 +100,13 @@ def main() -> None:
     parser.add_argument("--l2", type=float, default=DEFAULT_L2)
     parser.add_argument("--iterations", type=int, default=ITERATIONS)
     parser.add_argument("--before", type=Path, help="an earlier default's reports (bench/measure_before.py)")
-    shipped = f"{TRAINING_WEIGHTS['written']:g}:{TRAINING_WEIGHTS['judged']:g}"
+    shipped_weights = tuple(TRAINING_WEIGHTS[origin] for origin in ORIGINS)
+    shipped = ":".join(f"{w:g}" for w in shipped_weights)
     parser.add_argument(
         "--training",
-        default=f"0:0,1:0,{shipped}",
-        help="comma-separated WRITTEN:JUDGED row weights of the training questions to compare (0 leaves one out)",
+        default=f"0:0:0,1:0:0,{shipped}",
+        help="comma-separated WRITTEN:JUDGED[:THREAD] row weights of the training questions to compare (0 leaves "
+        "one out)",
     )
     args = parser.parse_args()
     engine = engine_for(ROOT)
@@ -104,19 +116,18 @@ def main() -> None:
     print(f"l2 {args.l2}, {args.iterations} iterations, {folds}-fold cross-fitting over {len(dev)} dev cases")
     print()
     print(
-        "| training written:judged | case set | in-scope dev | variant | Hit@1 | MRR@10 | p (MRR vs without learned) "
-        "| no-entry AUC |"
+        "| training written:judged:thread | case set | in-scope dev | variant | Hit@1 | MRR@10 "
+        "| p (MRR vs without learned) | no-entry AUC |"
     )
     print("|---|---|---:|---|---:|---:|---:|---:|")
-    shipped_weights = (TRAINING_WEIGHTS["written"], TRAINING_WEIGHTS["judged"])
     held_out: ev.HeldOut = {}
     for spec in args.training.split(","):
-        written, judged = (float(w) for w in spec.split(":"))
-        rows = ev.training_rows(ROOT, {"written": written, "judged": judged})
+        weights = training_weights(spec)
+        rows = ev.training_rows(ROOT, weights)
         # The very cross-fitting `skillkb eval --calibrate` uses, at the l2 and iterations asked for.
         _, fitted, _ = ev.fit_classifier(engine, library, dev, rows, l2=args.l2, iterations=args.iterations)
         learned_table(engine, dev, fitted, spec)
-        if (written, judged) == shipped_weights:
+        if tuple(weights.values()) == shipped_weights:
             held_out = fitted
     if args.before and not held_out:  # the shipped training weights were not among those compared
         _, held_out, _ = ev.fit_classifier(engine, library, dev, l2=args.l2, iterations=args.iterations)

@@ -549,6 +549,25 @@ BAD_INPUT = [
         "needs 'source'",
     ),
     (
+        "training-thread-without-rationale",
+        write(
+            TRAINING,
+            json.dumps(
+                {
+                    "text": "q",
+                    "label": "none",
+                    "lang": "en",
+                    "origin": "thread",
+                    "source": "https://github.com/acme/widget/issues/8",
+                }
+            )
+            + "\n",
+        ),
+        TRAINING,
+        "training-schema",
+        "needs 'rationale'",
+    ),
+    (
         "manifest-bad-row",
         append(f"sources/manifests/acme__widget@{DEMO_COMMIT}.tsv", "broken-row\n"),
         f"sources/manifests/acme__widget@{DEMO_COMMIT}.tsv",

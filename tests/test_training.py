@@ -1,6 +1,7 @@
-"""The query classifier's training questions (written from the entries, and real titles labelled by judges):
-they load clean, cover every entry and the "no entry" class, never near-copy an eval case nor come from an
-eval thread (a case must not vouch for itself), and reach the fit with their row weight."""
+"""The query classifier's training questions (written from the entries, and real titles labelled by judges
+from the title or by the root cause their thread shows): they load clean, cover every entry and the "no
+entry" class, never near-copy an eval case nor come from an eval thread (a case must not vouch for itself),
+and reach the fit with their row weight."""
 
 from __future__ import annotations
 
@@ -27,8 +28,9 @@ def test_the_training_files_load_and_cover_every_entry() -> None:
     entries = load_or_fail(REPO_ROOT).entries
     assert set(labels) == set(entries) | {"none"}, "every entry, and the no-entry class, has written questions"
     assert min(labels.values()) >= 20
-    langs = Counter(q.lang for q in questions)
-    assert langs["zh"] >= 0.4 * len(questions) and langs["en"] >= 0.4 * len(questions)
+    written = [q for q in questions if q.origin == "written"]  # real titles keep the language they were asked in
+    langs = Counter(q.lang for q in written)
+    assert langs["zh"] >= 0.4 * len(written) and langs["en"] >= 0.4 * len(written)
 
 
 def _near(a: str, b: str) -> bool:
@@ -74,13 +76,22 @@ def test_a_row_weight_moves_the_fit() -> None:
     assert winner(1.0, 3.0) == b
 
 
-def test_no_judged_title_comes_from_an_eval_thread() -> None:
+def test_no_real_title_comes_from_an_eval_thread() -> None:
     real = [json.loads(line) for line in (REPO_ROOT / EVAL_SETS["real"]).read_text(encoding="utf-8").splitlines()]
     eval_threads = {thread_key(c["source"]) for c in real}
     questions, _ = load_training(REPO_ROOT)
-    judged = [q for q in questions if q.origin == "judged"]
-    assert judged, "the judged titles are part of the training data"
-    assert [q.source for q in judged if thread_key(q.source or "") in eval_threads] == []
+    titles = [q for q in questions if q.origin != "written"]
+    assert {q.origin for q in titles} == {"judged", "thread"}, "both kinds of real title are training data"
+    assert [q.source for q in titles if thread_key(q.source or "") in eval_threads] == []
+
+
+def test_thread_labels_come_from_judged_threads_and_say_why() -> None:
+    """The thread-labelled titles are the judged titles' threads read whole: same text, a rationale each."""
+    questions, _ = load_training(REPO_ROOT)
+    judged = {q.source: q.text for q in questions if q.origin == "judged"}
+    threads = [q for q in questions if q.origin == "thread"]
+    assert threads and all(q.rationale for q in threads)
+    assert [q.source for q in threads if judged.get(q.source) != q.text] == []
 
 
 def test_no_judged_title_comes_from_a_reserved_thread() -> None:
@@ -103,7 +114,11 @@ def test_calibration_fits_on_the_training_files() -> None:
     assert words & set(final.vocab), "the training questions' words reach the classifier"
     _, _, bare = ev.fit_classifier(engine, load_or_fail(REPO_ROOT), cases, [], iterations=5)
     assert bare["training_rows"] == 0 and bare["rows"] == stats["rows"] - len(shipped)
-    for weights in ({"written": 1.0, "judged": 0.0}, {"written": 0.0, "judged": 0.5}):
+    for weights in (
+        {"written": 1.0, "judged": 0.0, "thread": 0.0},
+        {"written": 0.0, "judged": 0.5, "thread": 0.0},
+        {"written": 0.0, "judged": 0.0, "thread": 0.25},
+    ):
         rows = ev.training_rows(REPO_ROOT, weights)
         assert len(rows) == sum(weights[q.origin] > 0 for q in questions)
         assert {w for _, _, w in rows} == {w for w in weights.values() if w > 0}

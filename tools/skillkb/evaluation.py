@@ -246,7 +246,7 @@ CLASSIFIER_FOLDS = 5
 # How much a training question counts against a labelled dev question, by origin, chosen on cross-fitted dev
 # (bench/RESULTS.md "Round 5"): the judged titles moved nothing there, so they stay out of the shipped fit
 # and in the files, for `bench/bench_learned.py --training 1:0,1:0.5,1:1` to measure again.
-TRAINING_WEIGHTS = {"written": 1.0, "judged": 0.0}
+TRAINING_WEIGHTS = {"written": 1.0, "judged": 0.0, "thread": 0.0}
 TrainingRow = tuple[str, str, float]  # (entry id or "" for no entry, text, row weight)
 HeldOut = dict[str, "QueryClassifier"]  # case key -> a classifier fitted without that case's fold
 

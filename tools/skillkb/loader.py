@@ -30,9 +30,10 @@ SKILL_FILE = "SKILL.md"
 META_FILE = "entry.yaml"
 CASES_FILE = Path("evals/retrieval/cases.jsonl")  # authored cases: they count toward the admission gates
 REAL_CASES_FILE = Path("evals/retrieval/real/cases.jsonl")  # real users' questions, copied from public threads
-# The query classifier's training questions (never scored): written from the entries, and real titles that
-# independent judges labelled from the title alone (evals/retrieval/training/README.md).
-TRAINING_FILES = (Path("evals/retrieval/training/written.jsonl"), Path("evals/retrieval/training/judged.jsonl"))
+# The query classifier's training questions (never scored): written from the entries, and real titles
+# labelled by judges from the title alone or by the root cause their thread shows
+# (evals/retrieval/training/README.md).
+TRAINING_FILES = tuple(Path(f"evals/retrieval/training/{name}.jsonl") for name in ("written", "judged", "threads"))
 EVAL_SETS = {"authored": CASES_FILE, "real": REAL_CASES_FILE}
 REFERENCE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*\.md$")
 MAX_JSON_DEPTH = 32

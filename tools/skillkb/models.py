@@ -389,22 +389,29 @@ class TrainingQuestion(Strict):
     """One line of the query classifier's training files (``evals/retrieval/training/``): never scored.
 
     ``written``: a question written from an entry in the library's own words; ``judged``: a real thread's
-    title, copied, whose label an independent judge gave from the title alone (``source`` is the thread)."""
+    title, copied, whose label an independent judge gave from the title alone; ``thread``: a real thread's
+    title, copied, labelled by the root cause its thread shows, as the real eval cases are (``source`` is the
+    thread, ``rationale`` what in it decided the label)."""
 
     text: Annotated[str, StringConstraints(min_length=1, max_length=2000, strip_whitespace=True)]
     label: Annotated[str, StringConstraints(pattern=rf"^(none|{ENTRY_ID.strip('^$')})$", max_length=200)] = Field(
         description="The id of the entry that answers it, or 'none' (an in-domain question no entry covers)"
     )
     lang: Literal["en", "zh", "mixed"]
-    origin: Literal["written", "judged"] = "written"
+    origin: Literal["written", "judged", "thread"] = "written"
     source: Annotated[str, StringConstraints(pattern=THREAD_URL)] | None = Field(
-        None, description="For judged titles: the thread the title was copied from"
+        None, description="For real titles (judged, thread): the thread the title was copied from"
+    )
+    rationale: Annotated[str, StringConstraints(min_length=1, max_length=400, strip_whitespace=True)] | None = Field(
+        None, description="For thread-labelled titles: what in the thread decided the label"
     )
 
     @model_validator(mode="after")
     def _sourced(self) -> TrainingQuestion:
-        if (self.origin == "judged") != bool(self.source):
-            raise ValueError("a judged title needs 'source' (its thread URL); a written question has none")
+        if (self.origin != "written") != bool(self.source):
+            raise ValueError("a real title (judged, thread) needs 'source' (its thread); a written one has none")
+        if (self.origin == "thread") != bool(self.rationale):
+            raise ValueError("a thread-labelled title needs 'rationale' (what decided the label); others have none")
         return self
 
 

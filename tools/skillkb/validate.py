@@ -894,17 +894,17 @@ def _check_case_set(library: Library, cases: list, file: str, origin: str) -> li
 
 
 def check_training(library: Library) -> list[Diagnostic]:
-    """The training questions load, name existing entries, are not written twice, and no judged title comes
+    """The training questions load, name existing entries, are not written twice, and no real title comes
     from a thread of the real eval set (its case would vouch for itself)."""
     out: list[Diagnostic] = []
     eval_threads = {thread_key(c.source) for c in library.real_cases if c.source}
-    seen: Counter[str] = Counter()
+    seen: Counter[tuple[str, str]] = Counter()  # a judged and a thread-labelled row may share a title
     for path, questions, problems in load_training_files(library.root):
         file = path.as_posix()
         out += problems
         for question in questions:
-            seen[question.text] += 1
-            if seen[question.text] == 2:
+            seen[question.origin, question.text] += 1
+            if seen[question.origin, question.text] == 2:
                 out.append(
                     d(
                         file,
@@ -933,7 +933,7 @@ def check_training(library: Library) -> list[Diagnostic]:
                         None,
                         "training-eval-thread",
                         "source",
-                        f"judged title from {question.source} is a thread of the real eval set",
+                        f"{question.origin} title from {question.source} is a thread of the real eval set",
                         "drop it: a thread is either an eval case or training data, never both",
                     )
                 )

@@ -181,8 +181,15 @@ def against_before(run: ev.EvalRun, report: dict, label: str) -> None:
     then, now = report["metrics"], run.metrics()
     print(
         f"\n{label} on the same cases: oos_abstention {then['oos_abstention']:.3f}, false_abstention "
-        f"{then['false_abstention']:.3f} (now {now['oos_abstention']:.3f} / {now['false_abstention']:.3f})\n"
+        f"{then['false_abstention']:.3f} (now {now['oos_abstention']:.3f} / {now['false_abstention']:.3f})"
     )
+    by_lang = run.by("lang")
+    for lang in ("zh", "en"):  # the language target, for the earlier default too
+        scores = before_scores({"cases": [c for c in report["cases"] if c.get("lang") == lang]}, "hit@1")
+        if scores and lang in by_lang:
+            mean = sum(scores.values()) / len(scores)
+            print(f"{label} {lang} hit@1 {mean:.3f} (now {by_lang[lang]['hit@1']:.3f}, {len(scores)} in scope)")
+    print()
 
 
 def against_befores(folders: list[Path], name: str, run: ev.EvalRun) -> None:

@@ -94,7 +94,7 @@ def test_thread_labels_come_from_judged_threads_and_say_why() -> None:
     assert [q.source for q in threads if judged.get(q.source) != q.text] == []
 
 
-def test_no_judged_title_comes_from_a_reserved_thread() -> None:
+def test_no_real_title_comes_from_a_reserved_thread() -> None:
     reserved = reserved_threads()
     questions, _ = load_training(REPO_ROOT)
     assert [q.source for q in questions if q.source and thread_key(q.source) in reserved] == []

@@ -411,7 +411,7 @@ def _side_by_side(authored: list[dict], real: list[dict]) -> str:
 
 def _fresh(real: list[dict]) -> list[str]:
     """Real test questions of the newest collection round (tag ``roundN``), when the reports have them: they
-    were collected after every earlier choice was made."""
+    were added after every earlier choice was made, and nothing was tuned on them."""
     tag = newest_round({t for r in real for t in r.get("test_by_tag", {})})
     if tag is None:
         return []
@@ -421,7 +421,10 @@ def _fresh(real: list[dict]) -> list[str]:
         if tag in r.get("test_by_tag", {})
     ]
     number = tag.removeprefix("round")
-    intro = f"Fresh real questions only (round {number}, test split): collected after every earlier choice was made.\n"
+    intro = (
+        f"Fresh real questions only (round {number}, test split): added after every earlier choice was made, "
+        "and nothing was tuned on them.\n"
+    )
     return [intro, table(["Retriever", *SIDE_METRICS], rows)]
 
 

@@ -244,8 +244,9 @@ COMBINED_GRID = (0.0, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 
 COMBINED_ROUNDS = 4
 CLASSIFIER_FOLDS = 5
 # How much a training question counts against a labelled dev question, by origin, chosen on cross-fitted dev
-# (bench/RESULTS.md "Round 5"): the judged titles moved nothing there, so they stay out of the shipped fit
-# and in the files, for `bench/bench_learned.py --training 1:0,1:0.5,1:1` to measure again.
+# (bench/RESULTS.md "Round 5", "Round 7"): real titles, labelled from the title (judged) or from the thread,
+# moved nothing there, so they stay out of the shipped fit and in the files, for
+# `bench/bench_learned.py --training 1:0:0,1:0.5:0,1:0:0.5` to measure again.
 TRAINING_WEIGHTS = {"written": 1.0, "judged": 0.0, "thread": 0.0}
 TrainingRow = tuple[str, str, float]  # (entry id or "" for no entry, text, row weight)
 HeldOut = dict[str, "QueryClassifier"]  # case key -> a classifier fitted without that case's fold

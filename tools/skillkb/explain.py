@@ -98,11 +98,13 @@ def explain_result(
     combined = {}
     classifier = None
     language = None
+    weights: dict[str, float] = {}
     if retriever == "combined":
         language = query_language(query)
         ranker = engine.ranker("combined")
         combined = {s.entry_id: s for s in ranker.signals(query)}  # type: ignore[attr-defined]
         classifier = ranker.classifier  # type: ignore[attr-defined]
+        weights = ranker.weights_for(query)  # type: ignore[attr-defined]
     hit_rows = []
     for hit in hits:
         index = _doc_index(engine, hit)
@@ -117,7 +119,6 @@ def explain_result(
             "phrasing": phrases.get(hit.id),
         }
         if hit.id in combined:
-            weights = ranker.weights_for(query)  # type: ignore[attr-defined]
             row["signals"] = {
                 name: {"value": round(value, 4), "weight": weights.get(name, 0.0)}
                 for name, value in combined[hit.id].values.items()

@@ -12,8 +12,9 @@ README.md``, and nothing else (no thread, no labels, no search tool). Each named
 root cause or ``none``, and up to three entries to offer. Only **dev** questions were judged: the figures
 bound what is reachable without reading a single test question.
 
-Printed: the judges and the shipped search (cross-fitted: each dev question scored by a query classifier
-that never saw it, the folds of ``skillkb eval --calibrate``) on the same questions, by language, by how the
+Printed: the judges, the shipped search (cross-fitted: each dev question scored by a query classifier
+that never saw it, the folds of ``skillkb eval --calibrate``) and the two together (the search, then a judge
+choosing among what it returned: ``reader_outcomes``) on the same questions, by language, by how the
 label was decided (a resolution in the thread, or the body alone) and by the judges' own confidence; and
 the paired randomisation test between them. ``bench/RESULTS.md`` ("What the question text supports") has
 the figures.
@@ -35,12 +36,14 @@ from skillkb import evaluation as ev  # noqa: E402
 from skillkb.api import load_cases_or_fail, load_or_fail  # noqa: E402
 from skillkb.loader import EVAL_SETS, REAL_CASES_FILE  # noqa: E402
 from skillkb.models import EvalCase  # noqa: E402
-from skillkb.retrieval import engine_for  # noqa: E402
+from skillkb.retrieval import SearchResult, engine_for  # noqa: E402
 
 JUDGEMENTS = ROOT / "evals" / "retrieval" / "real" / "ceiling" / "judge-dev.jsonl"
 SUMMARY = ROOT / "evals" / "retrieval" / "real" / "ceiling" / "summary.json"  # the site's evaluation page reads it
 BATCHES = 6
 NONE = "none"
+READER_ROUTER = "search, then a judge reads its hits"
+READER_K = 5  # the hits an agent gets back (the MCP tool's default k) and reads before it acts
 
 # (first answer right, any of the top three right or acceptable, abstained) for one in-scope question;
 # (abstained,) is all that matters for an uncovered one.
@@ -86,19 +89,43 @@ def judge_outcomes(cases: dict[str, EvalCase], judgements: list[dict]) -> dict[s
     return out
 
 
-def search_outcomes(dev: list[EvalCase]) -> dict[str, Outcome]:
-    """The shipped search on every real dev question, each scored by a classifier that never saw it."""
+def search_outcomes(dev: list[EvalCase]) -> tuple[dict[str, Outcome], dict[str, SearchResult]]:
+    """The shipped search on every real dev question, each scored by a classifier that never saw it; and
+    what it returned, for the reader in the loop."""
     engine = engine_for(ROOT)
     every_dev = [c for path in EVAL_SETS.values() for c in load_cases_or_fail(ROOT, path) if c.split == "dev"]
     _, held_out, _ = ev.fit_classifier(engine, load_or_fail(ROOT), every_dev)
-    out = {}
+    out, results = {}, {}
     for case in dev:
         with ev.held_out_classifier(engine, held_out, case):
-            result = engine.search(case.query, k=3)
+            result = engine.search(case.query, k=READER_K)
         ids = [hit.id for hit in (result.related if result.abstained else result.results)][:3]
         good = set(case.expected) | set(case.acceptable)
         first_right = not result.abstained and bool(ids) and ids[0] in case.expected
-        out[case.id] = (first_right, bool(good & set(ids)), result.abstained)
+        out[case.id], results[case.id] = (first_right, bool(good & set(ids)), result.abstained), result
+    return out, results
+
+
+def reader_outcomes(
+    cases: dict[str, EvalCase], judgements: list[dict], results: dict[str, SearchResult]
+) -> dict[str, Outcome]:
+    """A simulation of the agent the MCP tool's description asks for: it reads the hits the search returned
+    (up to READER_K, or the `related` entries of an abstention) with their description and not_for, and acts
+    on the one that answers the root cause. Its reading is the judge's recorded answer: acted on when the
+    search returned that entry; otherwise the agent keeps the search's first hit, or, when the search
+    abstained, acts on nothing; a judge's `none` is the agent declining every hit. The judges chose from the
+    whole catalogue, so this assumes a reader shown fewer entries picks the same one when it is among them;
+    `bench/bench_agent_reader.py` measures the protocol with readers who see only what the tool returns."""
+    out = {}
+    for j in judgements:
+        case, result = cases[j["id"]], results[j["id"]]
+        offered = [hit.id for hit in (result.related if result.abstained else result.results)][:READER_K]
+        chosen = j["answer"] in offered
+        declined = j["answer"] == NONE or (result.abstained and not chosen)
+        first = j["answer"] if chosen else (offered[0] if offered else None)
+        shown = [hit.id for hit in (result.related if result.abstained else result.results)][:3]
+        good = set(case.expected) | set(case.acceptable)
+        out[case.id] = (not declined and first in case.expected, bool(good & set(shown)), declined)
     return out
 
 
@@ -139,7 +166,8 @@ def main() -> None:
     if any(c.split != "dev" for c in dev):
         sys.exit(f"{args.judge}: judgements must cover dev questions only")
     judged = judge_outcomes(cases, judgements)
-    searched = search_outcomes(dev)
+    searched, results = search_outcomes(dev)
+    read = reader_outcomes(cases, judgements, results)
     confidence = {j["id"]: j["confidence"] for j in judgements}
     body = [c for c in dev if "labelled from the body" in c.rationale]
     groups: list[tuple[str, list[EvalCase]]] = [("all real dev", dev)]
@@ -155,6 +183,7 @@ def main() -> None:
                 "uncovered": sum(not c.expected for c in group),
                 "judges": figures(group, judged),
                 "search": figures(group, searched),
+                "reader_in_loop": figures(group, read),
             }
         )
     inside = [c for c in dev if c.expected]
@@ -169,8 +198,14 @@ def main() -> None:
         sizes = f"{row['in_scope']} / {row['uncovered']}"
         print(f"| {row['questions']} | {sizes} | judges | {cells(row['judges'])} |")
         print(f"| {row['questions']} | {sizes} | search, cross-fitted | {cells(row['search'])} |")
+        print(f"| {row['questions']} | {sizes} | {READER_ROUTER} | {cells(row['reader_in_loop'])} |")
     print(f"\nHit@1, judges vs search (paired randomisation, {len(inside)} in scope): p = {p_value:.4f}")
     print(f"in-scope questions neither gets first: {neither} of {len(inside)}")
+    c = [float(read[c.id][0]) for c in inside]
+    print(
+        f"Hit@1, {READER_ROUTER} vs search: p = {ev.paired_randomization(c, b):.4f}; vs judges: p = "
+        f"{ev.paired_randomization(c, a):.4f}"
+    )
     # The table counts what a router offers when it abstains; the eval reports count an abstention as nothing.
     strict = sum(searched[c.id][1] and not searched[c.id][2] for c in inside) / len(inside)
     print(f"search Hit@3 any with an abstention counted as an empty ranking (as in the eval reports): {strict:.3f}")

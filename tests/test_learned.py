@@ -227,3 +227,29 @@ def test_each_weight_set_is_fitted_on_its_own_languages_questions_only(engine: S
     assert stats["dev_cases_authored"] == 4 and set(weights) == set(engine.ranker("combined").weights)  # type: ignore[attr-defined]
     with pytest.raises(UsageError, match="language: zh"):
         ev.fit_combined(engine, english, language="zh")
+
+
+def test_a_candidate_signal_is_fitted_beside_the_shipped_ones(
+    engine: SearchEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bench/bench_reader.py hands fit_combined a signal the ranker does not ship: it gets a weight of its
+    own, from 0, and only when asked for."""
+    ranker = engine.ranker("combined")
+    shipped = ranker.signals  # type: ignore[attr-defined]
+
+    def with_oracle(query: str) -> list:
+        out = shipped(query)
+        for s in out:  # names the expected entry although the words point to sleep mode
+            s.values = {**s.values, "oracle": float(s.entry_id == B)}
+        return out
+
+    monkeypatch.setattr(ranker, "signals", with_oracle)
+    cases = [
+        EvalCase(id=f"o{i}", query=f"sleep mode wake up level {i}", expected=[B], lang="en", split="dev")
+        for i in range(4)
+    ]
+    plain, _ = ev.fit_combined(engine, cases, language="en")
+    weights, stats = ev.fit_combined(engine, cases, language="en", extra=("oracle",))
+    assert "oracle" not in plain
+    assert weights["oracle"] > 0
+    assert stats["dev_objective_fitted"] == 1.0 > stats["dev_objective_default"]

@@ -20,7 +20,7 @@ from skillkb import api
 from skillkb.mcp_server import LibraryService, build_server
 from skillkb.tokenize import estimate_tokens
 
-from conftest import DEMO_COMMIT, DEMO_REPO
+from conftest import DEMO_COMMIT, DEMO_ENTRIES, DEMO_REPO
 
 TIMEOUT = 60
 FEATURE = "hardware/ascend/demo-feature"
@@ -94,10 +94,24 @@ def test_search_matches_the_library_api(lib: Path) -> None:
     assert out["results"][0]["id"] == FEATURE  # the eval case of the demo library
     assert out["abstained"] is False and out["close_call"] is direct.close_call
     for hit in out["results"]:
-        assert set(hit) >= {"id", "title", "section", "heading", "score", "snippet", "url", "tokens"}
+        assert set(hit) >= {"id", "title", "section", "heading", "score", "snippet", "url", "tokens", "not_for"}
+        assert hit["description"] == DEMO_ENTRIES[hit["id"]][2]  # what a reader chooses among the hits by
         assert hit["url"] and hit["url"].startswith(hit["id"])
         fetched = ok(lib, "fetch", {"id": hit["id"], "section": hit["section"]})
         assert hit["tokens"] == estimate_tokens(fetched["text"]) > 0
+
+
+def test_the_nearest_entries_of_an_abstention_carry_what_they_answer() -> None:
+    """An abstained search's `related` entries come with description and not_for, so the agent can tell
+    whether one plainly covers the root cause (the tool's description asks it to) from one that is only near."""
+    from conftest import REPO_ROOT
+
+    out = ok(REPO_ROOT, "search", {"query": "tool call parser returns empty arguments"})
+    assert out["abstained"] is True and out["results"] == [] and out["related"]
+    records = {s["id"]: s for s in ok(REPO_ROOT, "list_skills", {})["skills"]}
+    for entry in out["related"]:
+        assert entry["description"] == records[entry["id"]]["description"]
+        assert "Not this entry" not in entry["not_for"] and "`" in entry["not_for"]  # the list, not its heading
 
 
 def test_search_filters_and_errors(lib: Path) -> None:

@@ -119,3 +119,20 @@ def test_validate_refuses_two_cases_from_one_thread_however_the_url_is_spelled(l
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     codes = [d.code for d in validate(library_root)]
     assert codes.count("case-duplicate-source") == 1
+
+
+@pytest.mark.parametrize("name", ["agent-reader-v1.jsonl", "agent-reader.jsonl"])
+def test_the_recorded_agent_readers_chose_only_among_what_the_search_returned(cases, name: str) -> None:
+    """bench/bench_agent_reader.py records, per real question, what the search returned and the reader's
+    choice: each question is a real case of the split it says, and each choice is `none`, missing (the
+    search's verdict kept) or one of the entries returned for that question."""
+    path = REPO_ROOT / "evals" / "retrieval" / "real" / "ceiling" / name
+    by_id = {c.id: c for c in cases}
+    entries = {p.parent.relative_to(REPO_ROOT).as_posix() for p in REPO_ROOT.glob("*/*/*/SKILL.md")}
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert rows and len({r["id"] for r in rows}) == len(rows)
+    for row in rows:
+        assert by_id[row["id"]].split == row["split"], row["id"]
+        offered = row["search"].get("results") or row["search"].get("related") or []
+        assert set(offered) <= entries and row["search"]["abstained"] == ("related" in row["search"])
+        assert row["choice"] in (None, "none", *offered), row["id"]

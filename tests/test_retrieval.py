@@ -109,7 +109,7 @@ def test_cli_search_json_interface(capsys: pytest.CaptureFixture[str]) -> None:
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {"query", "retriever", "results", "abstained", "close_call", "related", "library_problems"}
     assert out["retriever"] == "bm25"
-    assert set(out["results"][0]) == {"id", "title", "score", "section", "heading", "path"}
+    assert set(out["results"][0]) == {"id", "title", "score", "section", "heading", "path", "description", "not_for"}
     assert out["results"][0]["id"] == ACL
 
 
@@ -178,3 +178,32 @@ def test_a_close_call_is_a_near_tie_between_the_first_two_hits(engine: SearchEng
     assert {r.close_call for r in results} == {True, False}  # the queries hold both kinds
     abstained = engine.search("how do I bake sourdough bread", k=5)
     assert abstained.abstained and abstained.close_call is False
+
+
+def test_a_hit_carries_what_its_entry_answers_and_which_neighbour_takes_the_rest(tmp_path: Path) -> None:
+    """A reader choosing among the hits (an agent, bench/RESULTS.md round 8) gets each entry's description and
+    its "Not this entry" list with the hit, in the JSON contract; what the card indexes does not change."""
+    from conftest import DEMO_ENTRIES, skill_md, write_library
+
+    root = write_library(tmp_path / "lib")
+    feature = "hardware/ascend/demo-feature"
+    boundary = "### Not this entry\n\n- `repositories/vllm/demo-mechanism`: a scheduler that stalls.\n"
+    (root / feature / "SKILL.md").write_text(
+        skill_md("demo-feature", DEMO_ENTRIES[feature][2], body_extra=boundary), encoding="utf-8"
+    )
+    hits = {h["id"]: h for h in search(root, "pool fails scheduler stalls", k=3).public()["results"]}
+    assert hits[feature]["description"] == DEMO_ENTRIES[feature][2]
+    assert hits[feature]["not_for"] == boundary.split("\n\n", 1)[1].strip()
+    other = hits["repositories/vllm/demo-mechanism"]
+    assert other["description"] == DEMO_ENTRIES["repositories/vllm/demo-mechanism"][2] and other["not_for"] == ""
+    engine = SearchEngine.open(root, use_cache=False)
+    assert not any("a scheduler that stalls" in d.index_text for d in engine.docs if d.kind == "card")
+
+
+def test_every_entry_of_the_library_tells_its_hits_apart_from_its_neighbours() -> None:
+    """The 14 entries each carry a "Not this entry" list that names another entry: a reader of a hit sees it."""
+    library = load_or_fail(REPO_ROOT)
+    cards = [d for d in build_corpus(library) if d.kind == "card"]
+    assert len(cards) == len(library.entries)
+    for card in cards:
+        assert any(other in card.not_for for other in library.entries if other != card.entry_id), card.entry_id

@@ -227,6 +227,27 @@ def test_the_evaluation_page_shows_the_ceiling_study_when_recorded(tmp_path: Pat
     assert "question text supports" in intro
     assert "judges" in rendered and "search, cross-fitted" in rendered and "0.800" in rendered and "—" in rendered
     assert "<script>" not in rendered, "text from the file is data, never markup"
+    assert "judge reads its hits" not in rendered  # a summary recorded before the third router
+    read = {**figures, "hit@1": 0.875}
+    path.write_text(json.dumps({"rows": [row | {"reader_in_loop": read}]}), encoding="utf-8")
+    _, rendered = site._ceiling(path)
+    assert "search, then a judge reads its hits" in rendered and "0.875" in rendered
     path.write_text("{not json", encoding="utf-8")
     (warning,) = site._ceiling(path)
+    assert warning.startswith("!!! warning") and "unreadable" in warning
+
+
+def test_the_evaluation_page_shows_the_agent_reader_study_when_recorded(tmp_path: Path) -> None:
+    path = tmp_path / "agent-reader-summary.json"
+    assert site._agent_reader(path) == []  # not recorded: no section
+    alone = {"hit@1": 0.66, "uncovered_declined": 0.36, "in_scope_declined": None}
+    read = {"hit@1": 0.785, "uncovered_declined": 0.6, "in_scope_declined": 0.04}
+    row = {"split": "test", "questions": "<b>zh</b>", "in_scope": 3, "uncovered": 2, "search": alone, "reader": read}
+    path.write_text(json.dumps({"rows": [row]}), encoding="utf-8")
+    intro, rendered = site._agent_reader(path)
+    assert "as an agent uses it" in intro
+    assert "search, then the agent reads its hits" in rendered and "0.785" in rendered and "0.660" in rendered
+    assert "—" in rendered and "<b>" not in rendered, "text from the file is data, never markup"
+    path.write_text(json.dumps({"rows": [{"split": "dev"}]}), encoding="utf-8")
+    (warning,) = site._agent_reader(path)
     assert warning.startswith("!!! warning") and "unreadable" in warning

@@ -52,6 +52,7 @@ class Doc:
     index_text: str  # text the retriever indexes (fields repeated per weights)
     tier: int
     fields: dict[str, str] = field(default_factory=dict)  # the indexed fields by name, for --explain
+    not_for: str = ""  # cards only: the entry's "Not this entry" list, shown with a hit, never indexed
 
 
 def _strip_citations(text: str) -> str:
@@ -61,6 +62,18 @@ def _strip_citations(text: str) -> str:
 
 def _repeat(text: str, times: int) -> str:
     return "\n".join([text] * times)
+
+
+NOT_THIS_ENTRY = "not this entry"  # the SKILL.md heading over the neighbours that take what this one does not
+
+
+def not_this_entry(entry: Entry) -> str:
+    """The SKILL.md body's "Not this entry" list (which neighbouring entry takes which nearby question), so
+    that whoever reads a hit can tell it from its neighbours; "" when the entry has none."""
+    for section in entry.sections():
+        if section.file == entry.skill_path and section.heading.strip().lower() == NOT_THIS_ENTRY:
+            return section.text.strip()
+    return ""
 
 
 def entry_docs(entry: Entry, weights: FieldWeights = DEFAULT_WEIGHTS) -> list[Doc]:
@@ -91,6 +104,7 @@ def entry_docs(entry: Entry, weights: FieldWeights = DEFAULT_WEIGHTS) -> list[Do
                 card_text,
                 meta.tier,
                 {"title": titles, "description": entry.description, "keywords": keywords},
+                not_this_entry(entry),
             )
         )
     for section in entry.sections():

@@ -341,7 +341,11 @@ def _first_rank(order: list[tuple[float, str]], expected: set[str]) -> int | Non
 
 
 def fit_combined(
-    engine: SearchEngine, cases: list[EvalCase], held_out: HeldOut | None = None, language: str | None = None
+    engine: SearchEngine,
+    cases: list[EvalCase],
+    held_out: HeldOut | None = None,
+    language: str | None = None,
+    extra: Sequence[str] = (),
 ) -> tuple[dict[str, float], dict[str, float]]:
     """Signal weights of the combined ranker, fitted on the in-scope dev cases by coordinate ascent (Metzler &
     Croft's method for linear ranking models): one weight at a time takes the grid value that most improves
@@ -349,7 +353,8 @@ def fit_combined(
     (authored, real) so the larger set cannot outvote the other; ties keep the current weight. With
     ``held_out``, each case's learned signal comes from the classifier that did not see it. ``language``:
     fit on the dev cases of that language only (``tokenize.query_language``; the ranker's weight sets).
-    Returns the weights and the dev objective before and after."""
+    ``extra``: signals beyond ``COMBINED_SIGNALS`` that the ranker's signals carry (a benchmark's candidate
+    signal), fitted too, from weight 0. Returns the weights and the dev objective before and after."""
     from .retrieval import COMBINED_SIGNALS, DEFAULT_COMBINED
     from .tokenize import query_language
 
@@ -373,11 +378,11 @@ def fit_combined(
             per_set.append(total / len(rows))
         return sum(per_set) / len(per_set)
 
-    best = {name: DEFAULT_COMBINED[name] for name in COMBINED_SIGNALS}
+    best = {name: DEFAULT_COMBINED[name] for name in COMBINED_SIGNALS} | dict.fromkeys(extra, 0.0)
     start = best_value = objective(best)
     for _ in range(COMBINED_ROUNDS):
         improved = False
-        for name in COMBINED_SIGNALS[1:]:  # "section" stays 1: the scale of the others is relative to it
+        for name in (*COMBINED_SIGNALS[1:], *extra):  # "section" stays 1: the others' scale is relative to it
             for value in COMBINED_GRID:
                 trial = {**best, name: value}
                 score = objective(trial)

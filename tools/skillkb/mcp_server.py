@@ -72,12 +72,16 @@ class SearchHit(BaseModel):
     tokens: int
     tier: int
     path: str
+    description: str  # what the entry answers
+    not_for: str  # which neighbouring entry takes the nearby questions this one does not answer
 
 
 class RelatedEntry(BaseModel):
     id: str
     title: str
     url: str
+    description: str
+    not_for: str
 
 
 class SearchOutput(BaseModel):
@@ -269,10 +273,18 @@ class LibraryService:
                     tokens=estimate_tokens(block.text if block else doc.text),
                     tier=hit.tier,
                     path=doc.file,
+                    description=hit.description,
+                    not_for=hit.not_for,
                 ).model_dump()
             )
         related = [
-            {"id": h.id, "title": h.title, "url": self.url(state.skills[h.id].entry)}
+            {
+                "id": h.id,
+                "title": h.title,
+                "url": self.url(state.skills[h.id].entry),
+                "description": h.description,
+                "not_for": h.not_for,
+            }
             for h in result.related
             if h.id in state.skills
         ]
@@ -415,6 +427,40 @@ def check_tier(tier: int | None) -> None:
 
 # ------------------------------------------------------------------------------------------ server
 
+SEARCH_DESCRIPTION = """Find the skills that answer a question or an error message (English or Chinese).
+
+Returns up to k hits, best first, each with the entry id, the best-matching section (its anchor),
+a snippet, a url, `tokens` (the section's approximate size), `description` (what the entry
+answers) and `not_for` (which neighbouring entry takes the nearby questions it does not). Before
+acting, read the hits' description and not_for and act on the hit that answers the root cause of
+the question, which is not always the first. Decline them all only when the question is about
+something the library does not cover (listed below) or plainly lies outside every hit; a short or
+vague question in a hit's area is no reason to decline: act on the likeliest hit. `abstained` is
+true when the search finds no answer: `results` is empty and `related` lists the nearest entries;
+act on one only if its description plainly covers the root cause. `close_call` is true when the
+first two hits score almost alike: the first is then often wrong (right for one in three real
+users' questions, against three in four otherwise).
+
+Args:
+    query: the question, symptom or exact error string, e.g. "AclmdlRICaptureBegin 207008"
+    k: number of hits, 1-100
+    tier: only entries of this tier (1 generic vLLM, 2 vLLM Ascend feature, 3 CANN/torch_npu)"""
+
+
+def with_scope(description: str, root: Path) -> str:
+    """The tool's description with what the library does not cover (``not_covered`` of
+    ``schemas/retrieval-scope.yaml``) before its arguments: a reader declines a near hit only if it knows
+    where the library stops. A missing or malformed scope file leaves the description as it is."""
+    from .signals import Lexicon
+
+    not_covered = Lexicon.load(root)[0].not_covered
+    if not not_covered:
+        return description
+    head, args = description.split("\n\nArgs:", 1)
+    scope = "The library does not cover these; a question whose root cause is one of them has no entry:\n"
+    scope += "\n".join(f"- {item}" for item in not_covered)
+    return f"{head}\n\n{scope}\n\nArgs:{args}"
+
 
 def build_server(root: Path, service: LibraryService | None = None, warm: bool = False):
     """The MCP server (an ``mcp.server.mcpserver.MCPServer``) over the library at ``root``.
@@ -458,22 +504,9 @@ def build_server(root: Path, service: LibraryService | None = None, warm: bool =
         except AccessError as exc:
             raise ResourceError(str(exc)) from exc
 
-    @server.tool()
+    @server.tool(description=with_scope(SEARCH_DESCRIPTION, root))
     def search(query: str, k: int = 5, tier: int | None = None) -> SearchOutput:
-        """Find the skills that answer a question or an error message (English or Chinese).
-
-        Returns up to k hits, best first, each with the entry id, the best-matching section (its anchor),
-        a snippet, a url and `tokens` (the section's approximate size). `abstained` is true when no skill
-        in the library answers the query: `results` is empty and `related` lists the nearest entries, which
-        are only related to the question; do not act on them as if they answered it. `close_call` is true
-        when the first two hits score almost alike: the first is then often wrong (right for one in three
-        real users' questions, against three in four otherwise), so read the second too.
-
-        Args:
-            query: the question, symptom or exact error string, e.g. "AclmdlRICaptureBegin 207008"
-            k: number of hits, 1-100
-            tier: only entries of this tier (1 generic vLLM, 2 vLLM Ascend feature, 3 CANN/torch_npu)
-        """
+        """The search tool: its description is SEARCH_DESCRIPTION with the library's scope (``with_scope``)."""
         return SearchOutput(**tool_call(svc.search, query, k, tier))
 
     @server.tool()

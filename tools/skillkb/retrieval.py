@@ -45,7 +45,7 @@ RRF_K = 60
 BM25_K1, BM25_B = 1.2, 0.75
 MAX_QUERY_CHARS = 2000  # longer queries are truncated: no one types more, and it bounds latency
 CACHE_DIR = Path(".cache/skillkb")
-CACHE_FORMAT = 3  # bump when what the cache holds changes shape: an old cache then simply misses
+CACHE_FORMAT = 4  # bump when what the cache holds changes shape: an old cache then simply misses
 # Parsed on every search, so the cache leaves out what only --explain and the rank-bm25 baseline read
 # (a document's indexed text and its fields: two thirds of the file); they rebuild it from the library.
 LEAN_DOC = ("index_text", "fields")
@@ -85,6 +85,10 @@ class Hit:
     path: str
     snippet: str
     tier: int
+    # What the entry answers and which neighbour takes what it does not: what a reader needs to choose among
+    # the hits (bench/RESULTS.md, round 8: an agent that reads them before acting is right more often).
+    description: str = ""
+    not_for: str = ""
 
     def public(self) -> dict:
         return {
@@ -94,6 +98,8 @@ class Hit:
             "section": self.section,
             "heading": self.heading,
             "path": self.path,
+            "description": self.description,
+            "not_for": self.not_for,
         }
 
 
@@ -847,13 +853,16 @@ class SearchEngine:
 
 
 def aggregate(docs: list[Doc], order: list[tuple[int, float]], k: int, tier: int | None = None) -> list[Hit]:
+    cards = {d.entry_id: d for d in docs if d.kind == "card"}
     hits = []
     for doc_index, score in _entry_order(order, docs):
         doc = docs[doc_index]
         if tier is not None and doc.tier != tier:
             continue
+        card = cards.get(doc.entry_id)
+        brief = (card.text, card.not_for) if card else ("", "")
         hits.append(
-            Hit(doc.entry_id, doc.title, score, doc.section, doc.heading, doc.path, snippet(doc.text), doc.tier)
+            Hit(doc.entry_id, doc.title, score, doc.section, doc.heading, doc.path, snippet(doc.text), doc.tier, *brief)
         )
         if len(hits) >= k:
             break

@@ -58,6 +58,9 @@ class Lexicon:
     # (phrase, the tokens of its translation), both directions; tokenised once when the lexicon is built, so an
     # English query never loads the Chinese segmenter to translate a bridge
     bridges: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # What the library does not answer, in words, for whoever reads a result (the MCP tool's description):
+    # a reader declines a near hit only if it knows where the library stops.
+    not_covered: tuple[str, ...] = ()
 
     @classmethod
     def load(cls, root: Path) -> tuple[Lexicon, list[Diagnostic]]:
@@ -90,6 +93,7 @@ class Lexicon:
             lower("generic_terms"),
             tuple(str(t).lower() for t in raw.get("uncovered_terms") or ()),
             bridges,
+            tuple(str(t) for t in raw.get("not_covered") or ()),
         )
         return lexicon, []
 
@@ -101,6 +105,7 @@ class Lexicon:
             "generic": sorted(self.generic),
             "uncovered": list(self.uncovered),
             "bridges": [[phrase, list(tokens)] for phrase, tokens in self.bridges],
+            "not_covered": list(self.not_covered),
         }
 
     @classmethod
@@ -112,10 +117,11 @@ class Lexicon:
             frozenset(data["generic"]),
             tuple(data["uncovered"]),
             tuple((phrase, tuple(tokens)) for phrase, tokens in data["bridges"]),
+            tuple(data["not_covered"]),
         )
 
 
-LIST_KEYS = ("domain_terms", "foreign_terms", "noise_terms", "generic_terms", "uncovered_terms")
+LIST_KEYS = ("domain_terms", "foreign_terms", "noise_terms", "generic_terms", "uncovered_terms", "not_covered")
 
 
 def _lexicon_shape(raw: object, shown: str) -> list[Diagnostic]:

@@ -378,6 +378,7 @@ def dashboard_markdown(
             "in-sample.)\n",
             _side_by_side(reports, real),
             *_fresh(real),
+            *_agent_reader(library.root / AGENT_READER_SUMMARY),
             *_ceiling(library.root / CEILING_SUMMARY),
         ]
     parts += ["# Authored cases\n" if real else "", *_set_sections(reports, library, page, "")]
@@ -430,6 +431,11 @@ def _fresh(real: list[dict]) -> list[str]:
 
 CEILING_SUMMARY = Path("evals/retrieval/real/ceiling/summary.json")  # written by bench/bench_ceiling.py
 CEILING_METRICS = ("hit@1", "hit@3_any", "oos_abstention", "false_abstention")
+CEILING_ROUTERS = (
+    ("judges", "judges"),
+    ("search", "search, cross-fitted"),
+    ("reader_in_loop", "search, then a judge reads its hits"),
+)
 
 
 def _ceiling(path: Path) -> list[str]:
@@ -445,7 +451,8 @@ def _ceiling(path: Path) -> list[str]:
             [cell(row["questions"]), f"{row['in_scope']} / {row['uncovered']}", cell(router)]
             + [_fmt(row[key].get(m)) if row[key].get(m) is not None else "—" for m in CEILING_METRICS]
             for row in summary["rows"]
-            for key, router in (("judges", "judges"), ("search", "search, cross-fitted"))
+            for key, router in CEILING_ROUTERS
+            if key in row or key != "reader_in_loop"  # recorded before round 8: no third router
         ]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         return [f'!!! warning "Ceiling summary unreadable"\n\n    {cell(CEILING_SUMMARY.as_posix())}: {cell(exc)}\n']
@@ -454,11 +461,47 @@ def _ceiling(path: Path) -> list[str]:
         "Independent judges saw each real dev question exactly as the search does, a catalogue of the entries "
         "and the labelling rules, and nothing else; they named the entry that answers its root cause or "
         "none. The search beside them is cross-fitted (each question scored by a query classifier that never "
-        "saw it). Here hit@3_any counts the entries offered when abstaining (the judges' three, the search's "
+        "saw it); the third router is the two together, as the MCP tool asks an agent to work: the search, "
+        "then the judge's answer acted on when the search returned that entry. Here hit@3_any counts the "
+        "entries offered when abstaining (the judges' three, the search's "
         "`related`), so both routers are measured alike; the reports above count an abstention as an empty "
         "ranking. Recorded by `bench/bench_ceiling.py`; `bench/RESULTS.md` has the analysis.\n"
     )
     return [intro, table(["Questions", "In scope / uncovered", "Router", *CEILING_METRICS], rows)]
+
+
+AGENT_READER_SUMMARY = Path("evals/retrieval/real/ceiling/agent-reader-summary.json")  # bench/bench_agent_reader.py
+AGENT_READER_METRICS = ("hit@1", "uncovered_declined", "in_scope_declined")
+
+
+def _agent_reader(path: Path) -> list[str]:
+    """The search as an agent uses it: alone, and with a reader choosing among its hits (when recorded)."""
+    if not path.exists():
+        return []
+    try:
+        text, problem = read_text(path, 1_048_576)  # a regular file, never followed through a link
+        if problem or text is None:
+            raise ValueError(problem.message if problem else "unreadable")
+        summary = json.loads(text)
+        rows = [
+            [cell(row["split"]), cell(row["questions"]), f"{row['in_scope']} / {row['uncovered']}", cell(router)]
+            + [_fmt(row[key].get(m)) if row[key].get(m) is not None else "—" for m in AGENT_READER_METRICS]
+            for row in summary["rows"]
+            for key, router in (("search", "search"), ("reader", "search, then the agent reads its hits"))
+        ]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        shown = cell(AGENT_READER_SUMMARY.as_posix())
+        return [f'!!! warning "Agent-reader summary unreadable"\n\n    {shown}: {cell(exc)}\n']
+    intro = (
+        "## The search as an agent uses it (real dev and test)\n\n"
+        "Each hit carries its entry's description and not_for, and the MCP tool asks the agent to act on the "
+        "hit that answers the root cause, or on none. Language-model readers stood in for the agent: each saw "
+        "a question, what the search returned for it and the tool's description, nothing else (no labels, no "
+        "thread). Dev questions were searched cross-fitted. A declined in-scope question counts as a miss. "
+        "Recorded by `bench/bench_agent_reader.py`; `bench/RESULTS.md` (round 8) has the analysis.\n"
+    )
+    columns = ["Split", "Questions", "In scope / uncovered", "Router", *AGENT_READER_METRICS]
+    return [intro, table(columns, rows)]
 
 
 def _set_sections(reports: list[dict], library: Library, page: str, prefix: str, confusion: bool = False) -> list[str]:

@@ -121,7 +121,14 @@ def test_validate_refuses_two_cases_from_one_thread_however_the_url_is_spelled(l
     assert codes.count("case-duplicate-source") == 1
 
 
-@pytest.mark.parametrize("name", ["agent-reader-v1.jsonl", "agent-reader.jsonl"])
+AGENT_READER_RECORDS = sorted((REPO_ROOT / "evals" / "retrieval" / "real" / "ceiling").glob("agent-reader*.jsonl"))
+
+
+def test_the_shipped_protocol_has_a_recorded_reader_run() -> None:
+    assert "agent-reader.jsonl" in {p.name for p in AGENT_READER_RECORDS}
+
+
+@pytest.mark.parametrize("name", [p.name for p in AGENT_READER_RECORDS])
 def test_the_recorded_agent_readers_chose_only_among_what_the_search_returned(cases, name: str) -> None:
     """bench/bench_agent_reader.py records, per real question, what the search returned and the reader's
     choice: each question is a real case of the split it says, and each choice is `none`, missing (the

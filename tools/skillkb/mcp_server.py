@@ -433,13 +433,11 @@ Returns up to k hits, best first, each with the entry id, the best-matching sect
 a snippet, a url, `tokens` (the section's approximate size), `description` (what the entry
 answers) and `not_for` (which neighbouring entry takes the nearby questions it does not). Before
 acting, read the hits' description and not_for and act on the hit that answers the root cause of
-the question, which is not always the first. Decline them all only when the question is about
-something the library does not cover (listed below) or plainly lies outside every hit; a short or
-vague question in a hit's area is no reason to decline: act on the likeliest hit. `abstained` is
-true when the search finds no answer: `results` is empty and `related` lists the nearest entries;
-act on one only if its description plainly covers the root cause. `close_call` is true when the
-first two hits score almost alike: the first is then often wrong (right for one in three real
-users' questions, against three in four otherwise).
+the question, which is not always the first; if none does, the library does not cover it.
+`abstained` is true when the search finds no answer: `results` is empty and `related` lists the
+nearest entries; act on one only if its description plainly covers the root cause. `close_call`
+is true when the first two hits score almost alike: the first is then often wrong (right for one
+in three real users' questions, against three in four otherwise).
 
 Args:
     query: the question, symptom or exact error string, e.g. "AclmdlRICaptureBegin 207008"

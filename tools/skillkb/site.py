@@ -438,24 +438,43 @@ CEILING_ROUTERS = (
 )
 
 
+def _read_summary(path: Path) -> dict:
+    """A summary a benchmark recorded: a regular file, never followed through a link."""
+    text, problem = read_text(path, 1_048_576)
+    if problem or text is None:
+        raise ValueError(problem.message if problem else "unreadable")
+    return json.loads(text)
+
+
+def _router_rows(
+    summary: dict, lead: tuple[str, ...], routers: tuple[tuple[str, str], ...], metrics: tuple[str, ...]
+) -> list[list[str]]:
+    """One table row per summary row and router: the row's ``lead`` fields, its sizes, the router, its
+    metrics. A router a row lacks is left out only when it is not the first (an older summary's shape)."""
+    return [
+        [*(cell(row[name]) for name in lead), f"{row['in_scope']} / {row['uncovered']}", cell(router)]
+        + [_fmt(row[key].get(m)) if row[key].get(m) is not None else "—" for m in metrics]
+        for row in summary["rows"]
+        for i, (key, router) in enumerate(routers)
+        if i < 2 or key in row  # a summary recorded before round 8 has no third router
+    ]
+
+
+SUMMARY_ERRORS = (OSError, ValueError, KeyError, TypeError, AttributeError)
+
+
+def _unreadable(title: str, shown: Path, exc: Exception) -> list[str]:
+    return [f'!!! warning "{title} unreadable"\n\n    {cell(shown.as_posix())}: {cell(exc)}\n']
+
+
 def _ceiling(path: Path) -> list[str]:
     """What the question text supports: independent judges beside the search on real dev (when recorded)."""
     if not path.exists():
         return []
     try:
-        text, problem = read_text(path, 1_048_576)  # a regular file, never followed through a link
-        if problem or text is None:
-            raise ValueError(problem.message if problem else "unreadable")
-        summary = json.loads(text)
-        rows = [
-            [cell(row["questions"]), f"{row['in_scope']} / {row['uncovered']}", cell(router)]
-            + [_fmt(row[key].get(m)) if row[key].get(m) is not None else "—" for m in CEILING_METRICS]
-            for row in summary["rows"]
-            for key, router in CEILING_ROUTERS
-            if key in row or key != "reader_in_loop"  # recorded before round 8: no third router
-        ]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        return [f'!!! warning "Ceiling summary unreadable"\n\n    {cell(CEILING_SUMMARY.as_posix())}: {cell(exc)}\n']
+        rows = _router_rows(_read_summary(path), ("questions",), CEILING_ROUTERS, CEILING_METRICS)
+    except SUMMARY_ERRORS as exc:
+        return _unreadable("Ceiling summary", CEILING_SUMMARY, exc)
     intro = (
         "## What the question text supports (real dev)\n\n"
         "Independent judges saw each real dev question exactly as the search does, a catalogue of the entries "
@@ -478,20 +497,11 @@ def _agent_reader(path: Path) -> list[str]:
     """The search as an agent uses it: alone, and with a reader choosing among its hits (when recorded)."""
     if not path.exists():
         return []
+    routers = (("search", "search"), ("reader", "search, then the agent reads its hits"))
     try:
-        text, problem = read_text(path, 1_048_576)  # a regular file, never followed through a link
-        if problem or text is None:
-            raise ValueError(problem.message if problem else "unreadable")
-        summary = json.loads(text)
-        rows = [
-            [cell(row["split"]), cell(row["questions"]), f"{row['in_scope']} / {row['uncovered']}", cell(router)]
-            + [_fmt(row[key].get(m)) if row[key].get(m) is not None else "—" for m in AGENT_READER_METRICS]
-            for row in summary["rows"]
-            for key, router in (("search", "search"), ("reader", "search, then the agent reads its hits"))
-        ]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        shown = cell(AGENT_READER_SUMMARY.as_posix())
-        return [f'!!! warning "Agent-reader summary unreadable"\n\n    {shown}: {cell(exc)}\n']
+        rows = _router_rows(_read_summary(path), ("split", "questions"), routers, AGENT_READER_METRICS)
+    except SUMMARY_ERRORS as exc:
+        return _unreadable("Agent-reader summary", AGENT_READER_SUMMARY, exc)
     intro = (
         "## The search as an agent uses it (real dev and test)\n\n"
         "Each hit carries its entry's description and not_for, and the MCP tool asks the agent to act on the "

@@ -85,6 +85,25 @@ def test_tools_are_listed_with_schemas(lib: Path) -> None:
     assert tools["fetch"].input_schema["required"] == ["id"]
     assert "results" in tools["search"].output_schema["properties"]
     assert all(t.description for t in tools.values())
+    assert "not_for" in tools["search"].description and "does not cover these" not in tools["search"].description
+
+
+def test_the_search_tool_tells_the_agent_where_the_library_stops(lib: Path) -> None:
+    """With a scope file, the tool's description lists its `not_covered` families before the arguments, so
+    an agent reading the hits can decline one that is only near (bench/RESULTS.md, round 8)."""
+    scope = lib / "schemas" / "retrieval-scope.yaml"
+    scope.write_text("not_covered:\n  - tool calling and tool parsers\n  - LoRA serving\n", encoding="utf-8")
+
+    async def go():
+        async with Client(build_server(lib)) as client:
+            return {t.name: t for t in (await client.list_tools()).tools}["search"].description
+
+    description = run(go)
+    head, args = description.split("Args:")
+    assert "does not cover these" in head and "- tool calling and tool parsers\n- LoRA serving" in head
+    assert "query:" in args
+    scope.write_text("not_covered: [[nested]]\n", encoding="utf-8")  # malformed: the plain description
+    assert "does not cover these" not in run(go)
 
 
 def test_search_matches_the_library_api(lib: Path) -> None:

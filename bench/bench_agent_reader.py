@@ -9,16 +9,18 @@ MCP tool's description asks the agent to read them and act on the hit that answe
 always the first, or on none. This measures that protocol with language-model readers in the agent's place,
 on real dev and test questions. Each reader gets what an agent gets and nothing more: the question as the
 user wrote it, what `search` returned for it (the hits in order, or `abstained` with the `related` entries,
-and `close_call`), the description and not_for of the entries, and the tool's own description. No labels,
-no threads, no labelling rules, no search tool. The dev questions are searched cross-fitted (each by a
+and `close_call`), the description and not_for of the entries (listed once in the brief for all 14 rather
+than repeated per hit), and the tool's own description. Not the hits' snippets, headings or scores, no
+labels, no threads, no labelling rules, no search tool. The dev questions are searched cross-fitted (each by a
 query classifier that never saw it, the folds of `skillkb eval --calibrate`), the test questions by the
 shipped search. Dev and test questions are shuffled together into the batches, under opaque ids.
 
 `score` reads the readers' answers (`DIR/answers-*.jsonl`, one `{"qid", "choice"}` per line, `choice` an
-offered entry id or `none`), records them with the search's offers in `evals/retrieval/real/ceiling/
-agent-reader.jsonl` and prints, per split and language, the search alone beside search + reader: Hit@1
-(the entry acted on), uncovered questions declined, in-scope questions declined, and the paired
-randomisation test. A reader's choice outside the offered entries counts as acting on none of them.
+offered entry id or `none`), records them with the search's offers (`--record`, by default the shipped
+protocol's `evals/retrieval/real/ceiling/agent-reader.jsonl`, whose figures also go to
+`agent-reader-summary.json` for the site) and prints, per split and language, the search alone beside
+search + reader: Hit@1 (the entry acted on), uncovered questions declined, in-scope questions declined,
+and the paired randomisation test. A reader's choice outside the offered entries counts as acting on none of them.
 """
 
 from __future__ import annotations
@@ -45,7 +47,6 @@ RECORD = ROOT / "evals" / "retrieval" / "real" / "ceiling" / "agent-reader.jsonl
 SUMMARY = RECORD.with_name("agent-reader-summary.json")  # its figures, for the site's evaluation page
 BATCHES = 8
 K = 5  # the MCP tool's default k: the hits an agent gets back
-NONE = "none"
 
 
 def tool_description() -> str:

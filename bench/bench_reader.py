@@ -37,6 +37,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
+from variant_table import print_hit1_table  # noqa: E402
+
 from skillkb import evaluation as ev  # noqa: E402
 from skillkb.api import load_cases_or_fail, load_or_fail  # noqa: E402
 from skillkb.corpus import phrase_corpus  # noqa: E402
@@ -178,25 +180,15 @@ def ranking_table(engine: SearchEngine, dev: list[EvalCase], signals: dict[str, 
         }
         model = logistic_over_signals([c for c in train if c.expected], signals, entries)
         for case in test:
-            lang, rows = query_language(case.query), signals[case.query]
+            lang, rows, key = query_language(case.query), signals[case.query], ev.case_key(case)
             for name in extras:
-                hits[name][case.id] = first([(ranker.score(s, weights[name, lang]), s.entry_id) for s in rows], case)
-            hits["e5 classifier alone"][case.id] = first([(s.values["e5_learned"], s.entry_id) for s in rows], case)
+                hits[name][key] = first([(ranker.score(s, weights[name, lang]), s.entry_id) for s in rows], case)
+            hits["e5 classifier alone"][key] = first([(s.values["e5_learned"], s.entry_id) for s in rows], case)
             p = model.predict_proba(signal_features(rows, entries, lang == "zh"))[:, 1]
-            hits["logistic over the signals"][case.id] = first(list(zip(p + 1e-9, entries, strict=True)), case)
+            hits["logistic over the signals"][key] = first(list(zip(p + 1e-9, entries, strict=True)), case)
         print(f"fold {k}: {weights['+ both', 'en']} (en), {weights['+ both', 'zh']} (zh)", flush=True)
     print("\nIn-scope dev questions, Hit@1, every question out of fold (p: against the shipped signals)\n")
-    print("| case set | questions | in scope | " + " | ".join(VARIANTS) + " |")
-    print("|---|---|---:|" + "---:|" * len(VARIANTS))
-    for origin in EVAL_SETS:
-        for lang in ("all", "zh", "en"):
-            ids = [c.id for c in dev if c.origin == origin and c.expected and lang in ("all", query_language(c.query))]
-            base = [hits["shipped signals"][i] for i in ids]
-            cells = [f"{np.mean(base):.3f}"]
-            for name in VARIANTS[1:]:
-                values = [hits[name][i] for i in ids]
-                cells.append(f"{np.mean(values):.3f} (p = {ev.paired_randomization(values, base):.2f})")
-            print(f"| {origin} | {lang} | {len(ids)} | " + " | ".join(cells) + " |")
+    print_hit1_table(dev, hits, list(VARIANTS))
 
 
 def logistic_over_signals(

@@ -3,6 +3,7 @@ drawn from the threads reserved for an independent measurement."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections import Counter
 from pathlib import Path
@@ -125,7 +126,21 @@ AGENT_READER_RECORDS = sorted((REPO_ROOT / "evals" / "retrieval" / "real" / "cei
 
 
 def test_the_shipped_protocol_has_a_recorded_reader_run() -> None:
-    assert "agent-reader.jsonl" in {p.name for p in AGENT_READER_RECORDS}
+    names = {p.name for p in AGENT_READER_RECORDS}
+    assert {"agent-reader.jsonl", "agent-reader-v2-snippets.jsonl"} <= names  # ids only; the whole response
+
+
+def test_the_site_shows_the_figures_of_the_whole_response_run(cases) -> None:
+    """agent-reader-summary.json is generated from the shipped protocol's whole-response run, never edited:
+    recomputed from the record, it is the same."""
+    spec = importlib.util.spec_from_file_location("bench_agent_reader", REPO_ROOT / "bench" / "bench_agent_reader.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rows = [json.loads(line) for line in bench.SHIPPED_RUN.read_text(encoding="utf-8").splitlines() if line.strip()]
+    expected = bench.summary(rows, {c.id: c for c in cases})
+    recorded = json.loads(bench.SUMMARY.read_text(encoding="utf-8"))
+    assert (recorded["rows"], recorded["p_hit1"]) == (expected["rows"], expected["p_hit1"])
 
 
 @pytest.mark.parametrize("name", [p.name for p in AGENT_READER_RECORDS])

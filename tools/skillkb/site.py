@@ -506,9 +506,10 @@ def _agent_reader(path: Path) -> list[str]:
         "## The search as an agent uses it (real dev and test)\n\n"
         "Each hit carries its entry's description and not_for, and the MCP tool asks the agent to act on the "
         "hit that answers the root cause, or on none. Language-model readers stood in for the agent: each saw "
-        "a question, what the search returned for it and the tool's description, nothing else (no labels, no "
+        "a question, what the search returned for it (the hits in order with their headings, snippets and "
+        "scores, each entry's description and not_for) and the tool's description, nothing else (no labels, no "
         "thread). Dev questions were searched cross-fitted. A declined in-scope question counts as a miss. "
-        "Recorded by `bench/bench_agent_reader.py`; `bench/RESULTS.md` (round 8) has the analysis.\n"
+        "Recorded by `bench/bench_agent_reader.py`; `bench/RESULTS.md` (rounds 8 and 9) has the analysis.\n"
     )
     columns = ["Split", "Questions", "In scope / uncovered", "Router", *AGENT_READER_METRICS]
     return [intro, table(columns, rows)]

@@ -1,0 +1,135 @@
+"""Nearest labelled questions as a ranking signal (round 9), cross-fitted on the dev splits.
+
+    .venv/bin/python bench/bench_knn.py [--depth 10]
+
+The learned signal is a linear model over a question's words: it weighs every word, and a rare phrase that
+one labelled question shares with a new one ("FlashComm1", "swap_space") counts for little. A k-nearest-
+neighbour vote reads the same labelled questions the other way: find the labelled questions most like this
+one (BM25 over them, the query weighted as the search weighs it) and let their labels vote, each by its
+similarity relative to the nearest. The pool is what the classifier trains on: every entry's phrasings, the
+written training questions at the shipped row weights, and the dev questions of the other folds (an
+uncovered one votes for "no entry"). Signals: ``knn`` (the entry's share of the vote), and for abstention the
+share that "no entry" gets, compared with the classifier's p(no entry) by AUC.
+
+Every question is scored out of fold (its pool and its learned signal leave its fold out), and each variant's
+signal weights are re-fitted per language on the other folds by the shipped coordinate ascent. p: paired
+randomisation against the shipped signals re-fitted the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+from variant_table import print_hit1_table  # noqa: E402
+
+from skillkb import evaluation as ev  # noqa: E402
+from skillkb.api import load_cases_or_fail, load_or_fail  # noqa: E402
+from skillkb.corpus import phrase_corpus  # noqa: E402
+from skillkb.loader import EVAL_SETS  # noqa: E402
+from skillkb.models import EvalCase  # noqa: E402
+from skillkb.retrieval import BM25Index, EntrySignals, SearchEngine, clean_query, engine_for  # noqa: E402
+from skillkb.signals import weighted_query  # noqa: E402
+from skillkb.tokenize import query_language  # noqa: E402
+
+VARIANTS = {"shipped signals": (), "+ knn": ("knn",)}
+Row = tuple[str, str, float]  # (label, "" for no entry; text; row weight)
+
+
+def votes(engine: SearchEngine, pool: list[Row], queries: list[str], depth: int) -> list[dict[str, float]]:
+    """Per query: each label's share of the similarity-weighted vote of its ``depth`` nearest pool rows."""
+    index = BM25Index.build([weighted_query(clean_query(text), engine.lexicon).tokens for _, text, _ in pool])
+    out = []
+    for query in queries:
+        wq = weighted_query(clean_query(query), engine.lexicon)
+        scores = index.scores(wq.tokens, wq.weights)
+        ranked = sorted(((float(s), i) for i, s in enumerate(scores) if s > 0), reverse=True)[:depth]
+        vote: dict[str, float] = {}
+        for score, i in ranked:
+            label, _, weight = pool[i]
+            vote[label] = vote.get(label, 0.0) + weight * score / ranked[0][0]
+        total = sum(vote.values()) or 1.0
+        out.append({label: v / total for label, v in vote.items()})
+    return out
+
+
+def out_of_fold_votes(engine: SearchEngine, dev: list[EvalCase], depth: int) -> list[dict[str, float]]:
+    base: list[Row] = [(entry, text, 1.0) for entry, text in phrase_corpus(load_or_fail(ROOT))]
+    base += ev.training_rows(ROOT)
+    fold = [i % ev.CLASSIFIER_FOLDS for i in range(len(dev))]
+    result: list[dict[str, float]] = [{} for _ in dev]
+    for k in range(ev.CLASSIFIER_FOLDS):
+        pool = base + [(label, c.query, 1.0) for i, c in enumerate(dev) if fold[i] != k for label in c.expected or [""]]
+        inside = [i for i in range(len(dev)) if fold[i] == k]
+        for i, vote in zip(inside, votes(engine, pool, [dev[i].query for i in inside], depth), strict=True):
+            result[i] = vote
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--depth", type=int, default=10, help="how many nearest labelled questions vote")
+    args = parser.parse_args()
+    engine = engine_for(ROOT)
+    dev = sorted(
+        (c for path in EVAL_SETS.values() for c in load_cases_or_fail(ROOT, path) if c.split == "dev"), key=ev.case_key
+    )
+    _, held_out, _ = ev.fit_classifier(engine, load_or_fail(ROOT), dev)
+    ranker = engine.ranker("combined")
+    knn = out_of_fold_votes(engine, dev, args.depth)
+    signals: dict[str, list[EntrySignals]] = {}
+    no_entry: list[float] = []
+    for case, vote in zip(dev, knn, strict=True):
+        with ev.held_out_classifier(engine, held_out, case):
+            shipped, p_none = ranker._signals(clean_query(case.query))  # type: ignore[attr-defined]
+        signals[case.query] = [
+            EntrySignals(s.entry_id, s.best_doc, s.values | {"knn": vote.get(s.entry_id, 0.0)}) for s in shipped
+        ]
+        no_entry.append(p_none)
+    hits = cross_fitted_hits(engine, dev, signals)
+    print(f"\nIn-scope dev questions, Hit@1, every question out of fold (depth {args.depth}; p: against shipped)\n")
+    print_hit1_table(dev, hits, list(VARIANTS))
+    abstention(dev, no_entry, [vote.get("", 0.0) for vote in knn])
+
+
+def cross_fitted_hits(
+    engine: SearchEngine, dev: list[EvalCase], signals: dict[str, list[EntrySignals]]
+) -> dict[str, dict[str, float]]:
+    ranker = engine.ranker("combined")
+    ranker.signals = signals.__getitem__  # type: ignore[attr-defined]
+    fold = {ev.case_key(c): i % ev.CLASSIFIER_FOLDS for i, c in enumerate(dev)}
+    hits: dict[str, dict[str, float]] = {name: {} for name in VARIANTS}
+    for k in range(ev.CLASSIFIER_FOLDS):
+        train = [c for c in dev if fold[ev.case_key(c)] != k]
+        for name, extra in VARIANTS.items():
+            weights = {lang: ev.fit_combined(engine, train, language=lang, extra=extra)[0] for lang in ("en", "zh")}
+            for case in (c for c in dev if fold[ev.case_key(c)] == k and c.expected):
+                w = weights[query_language(case.query)]
+                scored = [(ranker.score(s, w), s.entry_id) for s in signals[case.query]]  # type: ignore[attr-defined]
+                hits[name][ev.case_key(case)] = float(ev._first_rank(scored, set(case.expected)) == 1)
+            print(f"fold {k} {name}: en {weights['en']}", flush=True)
+    return hits
+
+
+def abstention(dev: list[EvalCase], classifier: list[float], knn: list[float]) -> None:
+    print("\np(no entry) as the uncovered / in-scope separator, dev, out of fold (AUC)\n")
+    print("| case set | in scope / uncovered | shipped classifier | knn vote for no entry |")
+    print("|---|---|---:|---:|")
+    for origin in EVAL_SETS:
+        idx = [i for i, c in enumerate(dev) if c.origin == origin]
+        cells = []
+        for score in (classifier, knn):
+            inside = [score[i] for i in idx if dev[i].expected]
+            outside = [score[i] for i in idx if not dev[i].expected]
+            pairs = [(a > b) + 0.5 * (a == b) for a in outside for b in inside]
+            cells.append(f"{sum(pairs) / len(pairs):.3f}")
+        sizes = f"{sum(bool(dev[i].expected) for i in idx)} / {sum(not dev[i].expected for i in idx)}"
+        print(f"| {origin} | {sizes} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -25,16 +25,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
-from variant_table import print_hit1_table  # noqa: E402
+from crossfit import cross_fitted_hits, dev_cases, fold_of, held_out_signals, print_hit1_table  # noqa: E402
 
 from skillkb import evaluation as ev  # noqa: E402
-from skillkb.api import load_cases_or_fail, load_or_fail  # noqa: E402
+from skillkb.api import load_or_fail  # noqa: E402
 from skillkb.corpus import phrase_corpus  # noqa: E402
 from skillkb.loader import EVAL_SETS  # noqa: E402
 from skillkb.models import EvalCase  # noqa: E402
 from skillkb.retrieval import BM25Index, EntrySignals, SearchEngine, clean_query, engine_for  # noqa: E402
 from skillkb.signals import weighted_query  # noqa: E402
-from skillkb.tokenize import query_language  # noqa: E402
 
 VARIANTS = {"shipped signals": (), "+ knn": ("knn",)}
 Row = tuple[str, str, float]  # (label, "" for no entry; text; row weight)
@@ -60,7 +59,7 @@ def votes(engine: SearchEngine, pool: list[Row], queries: list[str], depth: int)
 def out_of_fold_votes(engine: SearchEngine, dev: list[EvalCase], depth: int) -> list[dict[str, float]]:
     base: list[Row] = [(entry, text, 1.0) for entry, text in phrase_corpus(load_or_fail(ROOT))]
     base += ev.training_rows(ROOT)
-    fold = [i % ev.CLASSIFIER_FOLDS for i in range(len(dev))]
+    fold = list(fold_of(dev).values())
     result: list[dict[str, float]] = [{} for _ in dev]
     for k in range(ev.CLASSIFIER_FOLDS):
         pool = base + [(label, c.query, 1.0) for i, c in enumerate(dev) if fold[i] != k for label in c.expected or [""]]
@@ -75,44 +74,21 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=10, help="how many nearest labelled questions vote")
     args = parser.parse_args()
     engine = engine_for(ROOT)
-    dev = sorted(
-        (c for path in EVAL_SETS.values() for c in load_cases_or_fail(ROOT, path) if c.split == "dev"), key=ev.case_key
-    )
+    dev = dev_cases()
     _, held_out, _ = ev.fit_classifier(engine, load_or_fail(ROOT), dev)
-    ranker = engine.ranker("combined")
+    shipped = held_out_signals(engine, dev, held_out)
     knn = out_of_fold_votes(engine, dev, args.depth)
-    signals: dict[str, list[EntrySignals]] = {}
-    no_entry: list[float] = []
-    for case, vote in zip(dev, knn, strict=True):
-        with ev.held_out_classifier(engine, held_out, case):
-            shipped, p_none = ranker._signals(clean_query(case.query))  # type: ignore[attr-defined]
-        signals[case.query] = [
-            EntrySignals(s.entry_id, s.best_doc, s.values | {"knn": vote.get(s.entry_id, 0.0)}) for s in shipped
+    signals = {
+        case.query: [
+            EntrySignals(s.entry_id, s.best_doc, s.values | {"knn": vote.get(s.entry_id, 0.0)})
+            for s in shipped[case.query][0]
         ]
-        no_entry.append(p_none)
-    hits = cross_fitted_hits(engine, dev, signals)
+        for case, vote in zip(dev, knn, strict=True)
+    }
+    hits = {name: cross_fitted_hits(engine, dev, signals, extra) for name, extra in VARIANTS.items()}
     print(f"\nIn-scope dev questions, Hit@1, every question out of fold (depth {args.depth}; p: against shipped)\n")
     print_hit1_table(dev, hits, list(VARIANTS))
-    abstention(dev, no_entry, [vote.get("", 0.0) for vote in knn])
-
-
-def cross_fitted_hits(
-    engine: SearchEngine, dev: list[EvalCase], signals: dict[str, list[EntrySignals]]
-) -> dict[str, dict[str, float]]:
-    ranker = engine.ranker("combined")
-    ranker.signals = signals.__getitem__  # type: ignore[attr-defined]
-    fold = {ev.case_key(c): i % ev.CLASSIFIER_FOLDS for i, c in enumerate(dev)}
-    hits: dict[str, dict[str, float]] = {name: {} for name in VARIANTS}
-    for k in range(ev.CLASSIFIER_FOLDS):
-        train = [c for c in dev if fold[ev.case_key(c)] != k]
-        for name, extra in VARIANTS.items():
-            weights = {lang: ev.fit_combined(engine, train, language=lang, extra=extra)[0] for lang in ("en", "zh")}
-            for case in (c for c in dev if fold[ev.case_key(c)] == k and c.expected):
-                w = weights[query_language(case.query)]
-                scored = [(ranker.score(s, w), s.entry_id) for s in signals[case.query]]  # type: ignore[attr-defined]
-                hits[name][ev.case_key(case)] = float(ev._first_rank(scored, set(case.expected)) == 1)
-            print(f"fold {k} {name}: en {weights['en']}", flush=True)
-    return hits
+    abstention(dev, [shipped[c.query][1] for c in dev], [vote.get("", 0.0) for vote in knn])
 
 
 def abstention(dev: list[EvalCase], classifier: list[float], knn: list[float]) -> None:

@@ -31,17 +31,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
-from variant_table import print_hit1_table  # noqa: E402
+from crossfit import cross_fitted_hits, dev_cases, held_out_signals, print_hit1_table  # noqa: E402
 
 from skillkb import evaluation as ev  # noqa: E402
 from skillkb import retrieval  # noqa: E402
-from skillkb.api import load_cases_or_fail, load_or_fail  # noqa: E402
+from skillkb.api import load_or_fail  # noqa: E402
 from skillkb.corpus import NOT_THIS_ENTRY, Doc, not_this_entry  # noqa: E402
-from skillkb.loader import EVAL_SETS, Library  # noqa: E402
+from skillkb.loader import Library  # noqa: E402
 from skillkb.models import EvalCase  # noqa: E402
 from skillkb.retrieval import BM25Index, EntrySignals, SearchEngine, clean_query  # noqa: E402
 from skillkb.signals import weighted_query  # noqa: E402
-from skillkb.tokenize import query_language, tokenize  # noqa: E402
+from skillkb.tokenize import tokenize  # noqa: E402
 
 ENTRY_ID = re.compile(r"`((?:hardware|repositories)/[a-z0-9/_-]+)`")
 ROUTING = ("claimed", "disowned")
@@ -118,47 +118,20 @@ def is_list_section(doc: Doc) -> bool:
 def variant_signals(
     engine: SearchEngine, dev: list[EvalCase], held_out: ev.HeldOut, routing: Routing, extra: tuple[str, ...]
 ) -> dict[str, list[EntrySignals]]:
-    ranker = engine.ranker("combined")
+    """Each dev question's signals under the classifier without its fold, with the routing signals asked for."""
     out = {}
-    for case in dev:
-        with ev.held_out_classifier(engine, held_out, case):
-            signals = ranker.signals(clean_query(case.query))  # type: ignore[attr-defined]
-        routed = routing.signals(case.query, engine.lexicon) if extra else {}
-        out[case.query] = [
+    for query, (signals, _) in held_out_signals(engine, dev, held_out).items():
+        routed = routing.signals(query, engine.lexicon) if extra else {}
+        out[query] = [
             EntrySignals(s.entry_id, s.best_doc, s.values | {n: routed.get(s.entry_id, {}).get(n, 0.0) for n in extra})
             for s in signals
         ]
     return out
 
 
-def cross_fitted_hits(
-    engine: SearchEngine, dev: list[EvalCase], signals: dict[str, list[EntrySignals]], extra: tuple[str, ...]
-) -> dict[str, float]:
-    """Hit@1 of every in-scope dev case, its weights fitted per language on the other folds."""
-    ranker = engine.ranker("combined")
-    shipped_signals = ranker.signals
-    ranker.signals = signals.__getitem__  # type: ignore[method-assign]
-    fold = {ev.case_key(c): i % ev.CLASSIFIER_FOLDS for i, c in enumerate(dev)}
-    hits: dict[str, float] = {}
-    try:
-        for k in range(ev.CLASSIFIER_FOLDS):
-            train = [c for c in dev if fold[ev.case_key(c)] != k]
-            weights = {lang: ev.fit_combined(engine, train, language=lang, extra=extra)[0] for lang in ("en", "zh")}
-            for case in (c for c in dev if fold[ev.case_key(c)] == k and c.expected):
-                rows = signals[case.query]
-                scored = [(ranker.score(s, weights[query_language(case.query)]), s.entry_id) for s in rows]  # type: ignore[attr-defined]
-                hits[ev.case_key(case)] = float(ev._first_rank(scored, set(case.expected)) == 1)
-            print(f"  fold {k}: en {weights['en']}", flush=True)
-    finally:
-        ranker.signals = shipped_signals  # type: ignore[method-assign]
-    return hits
-
-
 def main() -> None:
     library = load_or_fail(ROOT)
-    dev = sorted(
-        (c for path in EVAL_SETS.values() for c in load_cases_or_fail(ROOT, path) if c.split == "dev"), key=ev.case_key
-    )
+    dev = dev_cases()
     engines = {False: SearchEngine.open(ROOT, library=library, use_cache=False), True: engine_without_lists(library)}
     print(f"documents: {len(engines[False].docs)} shipped, {len(engines[True].docs)} without the lists")
     pieces = list_pieces(library)

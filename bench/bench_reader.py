@@ -37,14 +37,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
-from variant_table import print_hit1_table  # noqa: E402
+from crossfit import dev_cases, fold_of, held_out_signals, print_hit1_table  # noqa: E402
 
 from skillkb import evaluation as ev  # noqa: E402
-from skillkb.api import load_cases_or_fail, load_or_fail  # noqa: E402
+from skillkb.api import load_or_fail  # noqa: E402
 from skillkb.corpus import phrase_corpus  # noqa: E402
 from skillkb.loader import EVAL_SETS  # noqa: E402
 from skillkb.models import EvalCase  # noqa: E402
-from skillkb.retrieval import COMBINED_SIGNALS, EntrySignals, SearchEngine, clean_query, engine_for  # noqa: E402
+from skillkb.retrieval import COMBINED_SIGNALS, EntrySignals, SearchEngine, engine_for  # noqa: E402
 from skillkb.tokenize import query_language  # noqa: E402
 
 DENSE_FLOOR = 0.75  # e5 cosines of unrelated texts sit near 0.75-0.8: only what is above it says anything
@@ -78,7 +78,7 @@ def e5_classifier_signals(dev: list[EvalCase], q: np.ndarray, c: float) -> tuple
     base_x = embed_queries([text for _, text, _ in base])
     base_y = [label for label, _, _ in base]  # "" = no entry
     base_w = [weight for _, _, weight in base]
-    fold = [i % ev.CLASSIFIER_FOLDS for i in range(len(dev))]
+    fold = list(fold_of(dev).values())
     probs: list[dict[str, float]] = [{} for _ in dev]
     for k in range(ev.CLASSIFIER_FOLDS):
         rows = [(i, label) for i, case in enumerate(dev) if fold[i] != k for label in (case.expected or [""])]
@@ -121,18 +121,12 @@ def main() -> None:
     parser.add_argument("--c", type=float, default=10.0, help="inverse L2 strength of the e5 classifier")
     args = parser.parse_args()
     engine = engine_for(ROOT)
-    dev = sorted(
-        (c for path in EVAL_SETS.values() for c in load_cases_or_fail(ROOT, path) if c.split == "dev"), key=ev.case_key
-    )
+    dev = dev_cases()
     _, held_out, _ = ev.fit_classifier(engine, load_or_fail(ROOT), dev)
     ranker = engine.ranker("combined")
-    shipped: dict[str, list[EntrySignals]] = {}
-    no_entry: list[float] = []
-    for case in dev:
-        with ev.held_out_classifier(engine, held_out, case):
-            signals, p_none = ranker._signals(clean_query(case.query))  # type: ignore[attr-defined]
-        shipped[case.query] = signals
-        no_entry.append(p_none)
+    held = held_out_signals(engine, dev, held_out)
+    shipped = {query: signals for query, (signals, _) in held.items()}
+    no_entry = [held[case.query][1] for case in dev]
     started = time.perf_counter()
     q = embed_queries([case.query for case in dev])
     dense = entry_dense(engine, q)
@@ -164,7 +158,7 @@ def ranking_table(engine: SearchEngine, dev: list[EvalCase], signals: dict[str, 
         "+ both": ("e5_dense", "e5_learned"),
     }
     entries = sorted(s.entry_id for s in next(iter(signals.values())))
-    fold = {ev.case_key(c): i % ev.CLASSIFIER_FOLDS for i, c in enumerate(dev)}
+    fold = fold_of(dev)
     hits: dict[str, dict[str, float]] = {name: {} for name in VARIANTS}
 
     def first(scores: list[tuple[float, str]], case: EvalCase) -> float:

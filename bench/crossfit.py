@@ -1,0 +1,86 @@
+"""What the cross-fitted dev benchmarks share (bench_reader, bench_neighbours, bench_knn): the dev cases in
+the classifier's fold order, each case's signals under the classifier that never saw it, Hit@1 with signal
+weights re-fitted on the other folds, and the table they print."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+from skillkb import evaluation as ev  # noqa: E402
+from skillkb.api import load_cases_or_fail  # noqa: E402
+from skillkb.loader import EVAL_SETS  # noqa: E402
+from skillkb.models import EvalCase  # noqa: E402
+from skillkb.retrieval import EntrySignals, SearchEngine, clean_query  # noqa: E402
+from skillkb.tokenize import query_language  # noqa: E402
+
+
+def dev_cases() -> list[EvalCase]:
+    """Every dev case of both sets, in the order ``evaluation.fit_classifier`` assigns its folds by."""
+    cases = (c for path in EVAL_SETS.values() for c in load_cases_or_fail(ROOT, path) if c.split == "dev")
+    return sorted(cases, key=ev.case_key)
+
+
+def fold_of(dev: list[EvalCase]) -> dict[str, int]:
+    return {ev.case_key(c): i % ev.CLASSIFIER_FOLDS for i, c in enumerate(dev)}
+
+
+def held_out_signals(
+    engine: SearchEngine, dev: list[EvalCase], held_out: ev.HeldOut
+) -> dict[str, tuple[list[EntrySignals], float]]:
+    """Per dev question: the combined ranker's signals and p(no entry), from the classifier without its fold."""
+    ranker = engine.ranker("combined")
+    out = {}
+    for case in dev:
+        with ev.held_out_classifier(engine, held_out, case):
+            out[case.query] = ranker._signals(clean_query(case.query))  # type: ignore[attr-defined]
+    return out
+
+
+def cross_fitted_hits(
+    engine: SearchEngine, dev: list[EvalCase], signals: dict[str, list[EntrySignals]], extra: tuple[str, ...] = ()
+) -> dict[str, float]:
+    """Hit@1 of every in-scope dev case (by case key) under ``signals``, its weights fitted per language on the
+    other folds by the shipped coordinate ascent, ``extra`` signals included."""
+    ranker = engine.ranker("combined")
+    shipped = ranker.signals  # type: ignore[attr-defined]
+    ranker.signals = signals.__getitem__  # type: ignore[attr-defined]
+    fold = fold_of(dev)
+    hits: dict[str, float] = {}
+    try:
+        for k in range(ev.CLASSIFIER_FOLDS):
+            train = [c for c in dev if fold[ev.case_key(c)] != k]
+            weights = {lang: ev.fit_combined(engine, train, language=lang, extra=extra)[0] for lang in ("en", "zh")}
+            for case in (c for c in dev if fold[ev.case_key(c)] == k and c.expected):
+                w = weights[query_language(case.query)]
+                scored = [(ranker.score(s, w), s.entry_id) for s in signals[case.query]]  # type: ignore[attr-defined]
+                hits[ev.case_key(case)] = float(ev._first_rank(scored, set(case.expected)) == 1)
+            print(f"  fold {k}: en {weights['en']}", flush=True)
+    finally:
+        ranker.signals = shipped  # type: ignore[attr-defined]
+    return hits
+
+
+def print_hit1_table(dev: list[EvalCase], hits: dict[str, dict[str, float]], names: list[str]) -> None:
+    """``hits[variant][case_key]``: 1.0 when the variant ranked an expected entry first; ``names[0]`` is the
+    baseline every other column is tested against (paired randomisation)."""
+    print("| case set | questions | in scope | " + " | ".join(names) + " |")
+    print("|---|---|---:|" + "---:|" * len(names))
+    for origin in EVAL_SETS:
+        for lang in ("all", "zh", "en"):
+            keys = [
+                ev.case_key(c)
+                for c in dev
+                if c.origin == origin and c.expected and lang in ("all", query_language(c.query))
+            ]
+            base = [hits[names[0]][k] for k in keys]
+            cells = [f"{np.mean(base):.3f}"]
+            for name in names[1:]:
+                values = [hits[name][k] for k in keys]
+                cells.append(f"{np.mean(values):.3f} (p = {ev.paired_randomization(values, base):.2f})")
+            print(f"| {origin} | {lang} | {len(keys)} | " + " | ".join(cells) + " |")

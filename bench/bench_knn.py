@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
-from crossfit import cross_fitted_hits, dev_cases, fold_of, held_out_signals, print_hit1_table  # noqa: E402
+from crossfit import cross_fitted_hits, dev_and_held_out, fold_of, held_out_signals, print_hit1_table  # noqa: E402
 
 from skillkb import evaluation as ev  # noqa: E402
 from skillkb.api import load_or_fail  # noqa: E402
@@ -74,8 +74,7 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=10, help="how many nearest labelled questions vote")
     args = parser.parse_args()
     engine = engine_for(ROOT)
-    dev = dev_cases()
-    _, held_out, _ = ev.fit_classifier(engine, load_or_fail(ROOT), dev)
+    dev, held_out = dev_and_held_out(engine)
     shipped = held_out_signals(engine, dev, held_out)
     knn = out_of_fold_votes(engine, dev, args.depth)
     signals = {

@@ -37,7 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
-from crossfit import dev_cases, fold_of, held_out_signals, print_hit1_table  # noqa: E402
+from crossfit import dev_and_held_out, fold_of, held_out_signals, print_hit1_table  # noqa: E402
 
 from skillkb import evaluation as ev  # noqa: E402
 from skillkb.api import load_or_fail  # noqa: E402
@@ -121,8 +121,7 @@ def main() -> None:
     parser.add_argument("--c", type=float, default=10.0, help="inverse L2 strength of the e5 classifier")
     args = parser.parse_args()
     engine = engine_for(ROOT)
-    dev = dev_cases()
-    _, held_out, _ = ev.fit_classifier(engine, load_or_fail(ROOT), dev)
+    dev, held_out = dev_and_held_out(engine)
     ranker = engine.ranker("combined")
     held = held_out_signals(engine, dev, held_out)
     shipped = {query: signals for query, (signals, _) in held.items()}

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
 from skillkb import evaluation as ev  # noqa: E402
-from skillkb.api import load_cases_or_fail  # noqa: E402
+from skillkb.api import load_cases_or_fail, load_or_fail  # noqa: E402
 from skillkb.loader import EVAL_SETS  # noqa: E402
 from skillkb.models import EvalCase  # noqa: E402
 from skillkb.retrieval import EntrySignals, SearchEngine, clean_query  # noqa: E402
@@ -24,6 +24,13 @@ def dev_cases() -> list[EvalCase]:
     """Every dev case of both sets, in the order ``evaluation.fit_classifier`` assigns its folds by."""
     cases = (c for path in EVAL_SETS.values() for c in load_cases_or_fail(ROOT, path) if c.split == "dev")
     return sorted(cases, key=ev.case_key)
+
+
+def dev_and_held_out(engine: SearchEngine) -> tuple[list[EvalCase], ev.HeldOut]:
+    """The dev cases and, per case, the query classifier fitted without its fold."""
+    dev = dev_cases()
+    _, held_out, _ = ev.fit_classifier(engine, load_or_fail(ROOT), dev)
+    return dev, held_out
 
 
 def fold_of(dev: list[EvalCase]) -> dict[str, int]:

@@ -1,7 +1,7 @@
 """The search as an agent uses it: search, then read the hits and act on the one that answers (rounds 8, 9).
 
     .venv/bin/python bench/bench_agent_reader.py materials DIR [--split dev|test] [--snippets] [--batches N]
-    .venv/bin/python bench/bench_agent_reader.py score DIR... [--record FILE]  # join answers, record, print
+    .venv/bin/python bench/bench_agent_reader.py score DIR... --record FILE    # join answers, record, print
     .venv/bin/python bench/bench_agent_reader.py report FILE       # the figures of a recorded run
 
 A search hit carries its entry's description and "Not this entry" list (`description`, `not_for`), and the
@@ -273,6 +273,8 @@ def main() -> None:
     elif len(args.path) > 1:
         parser.error(f"{args.command} takes one path")
     elif args.command == "materials":
+        if args.batches < 1:
+            parser.error(f"--batches must be at least 1 (got {args.batches})")
         write_materials(args.path[0], args.split, args.snippets, args.batches)
     else:
         report(args.path[0])

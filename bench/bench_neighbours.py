@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
-from crossfit import cross_fitted_hits, dev_cases, held_out_signals, print_hit1_table  # noqa: E402
+from crossfit import cross_fitted_hits, dev_and_held_out, held_out_signals, print_hit1_table  # noqa: E402
 
 from skillkb import evaluation as ev  # noqa: E402
 from skillkb import retrieval  # noqa: E402
@@ -131,13 +131,12 @@ def variant_signals(
 
 def main() -> None:
     library = load_or_fail(ROOT)
-    dev = dev_cases()
     engines = {False: SearchEngine.open(ROOT, library=library, use_cache=False), True: engine_without_lists(library)}
     print(f"documents: {len(engines[False].docs)} shipped, {len(engines[True].docs)} without the lists")
     pieces = list_pieces(library)
     print(f"list pieces: {len(pieces)} from {len({p.source for p in pieces})} entries")
     routing = Routing(pieces)
-    _, held_out, _ = ev.fit_classifier(engines[False], library, dev)
+    dev, held_out = dev_and_held_out(engines[False])
     hits = {}
     for name, (drop, extra) in VARIANTS.items():
         print(f"{name}:", flush=True)

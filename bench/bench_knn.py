@@ -25,11 +25,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
-from crossfit import cross_fitted_hits, dev_and_held_out, fold_of, held_out_signals, print_hit1_table  # noqa: E402
+from crossfit import (  # noqa: E402
+    cross_fitted_hits,
+    dev_and_held_out,
+    fold_of,
+    held_out_signals,
+    other_folds,
+    print_hit1_table,
+    training_pool,
+)
 
 from skillkb import evaluation as ev  # noqa: E402
-from skillkb.api import load_or_fail  # noqa: E402
-from skillkb.corpus import phrase_corpus  # noqa: E402
 from skillkb.loader import EVAL_SETS  # noqa: E402
 from skillkb.models import EvalCase  # noqa: E402
 from skillkb.retrieval import BM25Index, EntrySignals, SearchEngine, clean_query, engine_for  # noqa: E402
@@ -57,12 +63,11 @@ def votes(engine: SearchEngine, pool: list[Row], queries: list[str], depth: int)
 
 
 def out_of_fold_votes(engine: SearchEngine, dev: list[EvalCase], depth: int) -> list[dict[str, float]]:
-    base: list[Row] = [(entry, text, 1.0) for entry, text in phrase_corpus(load_or_fail(ROOT))]
-    base += ev.training_rows(ROOT)
+    base = training_pool()
     fold = list(fold_of(dev).values())
     result: list[dict[str, float]] = [{} for _ in dev]
     for k in range(ev.CLASSIFIER_FOLDS):
-        pool = base + [(label, c.query, 1.0) for i, c in enumerate(dev) if fold[i] != k for label in c.expected or [""]]
+        pool = base + [(label, dev[i].query, 1.0) for i, label in other_folds(dev, k)]
         inside = [i for i in range(len(dev)) if fold[i] == k]
         for i, vote in zip(inside, votes(engine, pool, [dev[i].query for i in inside], depth), strict=True):
             result[i] = vote

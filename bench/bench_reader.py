@@ -37,11 +37,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
-from crossfit import dev_and_held_out, fold_of, held_out_signals, print_hit1_table  # noqa: E402
+from crossfit import dev_and_held_out, fold_of, held_out_signals, other_folds, print_hit1_table, training_pool  # noqa: E402
 
 from skillkb import evaluation as ev  # noqa: E402
-from skillkb.api import load_or_fail  # noqa: E402
-from skillkb.corpus import phrase_corpus  # noqa: E402
 from skillkb.loader import EVAL_SETS  # noqa: E402
 from skillkb.models import EvalCase  # noqa: E402
 from skillkb.retrieval import COMBINED_SIGNALS, EntrySignals, SearchEngine, engine_for  # noqa: E402
@@ -73,15 +71,14 @@ def embed_queries(texts: list[str]) -> np.ndarray:
 
 def e5_classifier_signals(dev: list[EvalCase], q: np.ndarray, c: float) -> tuple[list[dict[str, float]], list[float]]:
     """Each dev question's p(entry) and p(no entry) from an embedding classifier that never saw its fold."""
-    library = load_or_fail(ROOT)
-    base = [(entry, text, 1.0) for entry, text in phrase_corpus(library)] + ev.training_rows(ROOT)
+    base = training_pool()
     base_x = embed_queries([text for _, text, _ in base])
     base_y = [label for label, _, _ in base]  # "" = no entry
     base_w = [weight for _, _, weight in base]
     fold = list(fold_of(dev).values())
     probs: list[dict[str, float]] = [{} for _ in dev]
     for k in range(ev.CLASSIFIER_FOLDS):
-        rows = [(i, label) for i, case in enumerate(dev) if fold[i] != k for label in (case.expected or [""])]
+        rows = other_folds(dev, k)
         x = np.vstack([base_x, q[[i for i, _ in rows]]])
         y = base_y + [label for _, label in rows]
         model = LogisticRegression(C=c, max_iter=3000).fit(x, y, sample_weight=base_w + [1.0] * len(rows))

@@ -14,6 +14,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from skillkb import evaluation as ev  # noqa: E402
 from skillkb.api import load_cases_or_fail, load_or_fail  # noqa: E402
+from skillkb.corpus import phrase_corpus  # noqa: E402
 from skillkb.loader import EVAL_SETS  # noqa: E402
 from skillkb.models import EvalCase  # noqa: E402
 from skillkb.retrieval import EntrySignals, SearchEngine, clean_query  # noqa: E402
@@ -31,6 +32,19 @@ def dev_and_held_out(engine: SearchEngine) -> tuple[list[EvalCase], ev.HeldOut]:
     dev = dev_cases()
     _, held_out, _ = ev.fit_classifier(engine, load_or_fail(ROOT), dev)
     return dev, held_out
+
+
+def training_pool() -> list[tuple[str, str, float]]:
+    """What the query classifier trains on besides dev: (entry, or "" for none; text; row weight) of every
+    entry's phrasings and of the training questions at the shipped row weights."""
+    phrasings = [(entry, text, 1.0) for entry, text in phrase_corpus(load_or_fail(ROOT))]
+    return phrasings + ev.training_rows(ROOT)
+
+
+def other_folds(dev: list[EvalCase], k: int) -> list[tuple[int, str]]:
+    """(index, label) of every dev case outside fold ``k``, one row per expected entry ("" when uncovered)."""
+    fold = list(fold_of(dev).values())
+    return [(i, label) for i, case in enumerate(dev) if fold[i] != k for label in case.expected or [""]]
 
 
 def fold_of(dev: list[EvalCase]) -> dict[str, int]:

@@ -50,8 +50,8 @@ READER_K = 5  # the hits an agent gets back (the MCP tool's default k) and reads
 Outcome = tuple[bool, bool, bool]
 
 
-def write_materials(folder: Path) -> None:
-    """The judges' brief: what each entry answers and is not for, the labelling rules, unlabelled batches."""
+def catalogue_text() -> str:
+    """What each entry answers and is not for, and the real set's labelling rules (without its counts)."""
     library = load_or_fail(ROOT)
     parts = [
         "# The library: 14 entries\n",
@@ -70,8 +70,13 @@ def write_materials(folder: Path) -> None:
     rules = readme.split("## How labels are decided")[1].split("## The numbers")[0]
     rules = re.sub(r" \(\d+ cases\)", "", rules)  # counts would hint at the label distribution
     parts.append("\n# Labelling rules (how the reference answers were decided)\n" + rules)
+    return "".join(parts)
+
+
+def write_materials(folder: Path) -> None:
+    """The judges' brief: what each entry answers and is not for, the labelling rules, unlabelled batches."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "catalogue.md").write_text("".join(parts), encoding="utf-8")
+    (folder / "catalogue.md").write_text(catalogue_text(), encoding="utf-8")
     dev = [c for c in load_cases_or_fail(ROOT, REAL_CASES_FILE) if c.split == "dev"]
     random.Random(18).shuffle(dev)
     for i in range(BATCHES):

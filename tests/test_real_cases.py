@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -133,10 +134,7 @@ def test_the_shipped_protocol_has_a_recorded_reader_run() -> None:
 def test_the_site_shows_the_figures_of_the_whole_response_run(cases) -> None:
     """agent-reader-summary.json is generated from the shipped protocol's whole-response run, never edited:
     recomputed from the record, it is the same."""
-    spec = importlib.util.spec_from_file_location("bench_agent_reader", REPO_ROOT / "bench" / "bench_agent_reader.py")
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _bench("bench_agent_reader")
     rows = [json.loads(line) for line in bench.SHIPPED_RUN.read_text(encoding="utf-8").splitlines() if line.strip()]
     expected = bench.summary(rows, {c.id: c for c in cases})
     recorded = json.loads(bench.SUMMARY.read_text(encoding="utf-8"))
@@ -158,3 +156,39 @@ def test_the_recorded_agent_readers_chose_only_among_what_the_search_returned(ca
         offered = row["search"].get("results") or row["search"].get("related") or []
         assert set(offered) <= entries and row["search"]["abstained"] == ("related" in row["search"])
         assert row["choice"] in (None, "none", *offered), row["id"]
+
+
+def _bench(name: str):
+    """A benchmark script as a module (beside its sibling modules, as when it runs)."""
+    if str(REPO_ROOT / "bench") not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT / "bench"))
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "bench" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_site_shows_the_figures_of_the_recorded_second_labels(cases) -> None:
+    """label-agreement-summary.json is generated from the recorded second labels, never edited: recomputed
+    from the record, it is the same."""
+    bench = _bench("bench_label_agreement")
+    rows = [json.loads(line) for line in bench.RECORD.read_text(encoding="utf-8").splitlines() if line.strip()]
+    expected = json.loads(json.dumps(bench.agreement_summary(rows, {c.id: c for c in cases}), ensure_ascii=False))
+    recorded = json.loads(bench.SUMMARY.read_text(encoding="utf-8"))
+    assert {k: recorded[k] for k in expected} == expected
+
+
+def test_the_second_labels_are_blind_dev_labels_of_real_entries(cases) -> None:
+    """bench/bench_label_agreement.py records a second, blind label for a sample of real dev questions
+    (round 10): each names a real dev case once, and its label is an entry of the library or `none`, so the
+    agreement it reports is between two labels of the same kind, and no test question was labelled."""
+    path = REPO_ROOT / "evals" / "retrieval" / "real" / "ceiling" / "label-agreement-dev.jsonl"
+    by_id = {c.id: c for c in cases}
+    entries = {p.parent.relative_to(REPO_ROOT).as_posix() for p in REPO_ROOT.glob("*/*/*/SKILL.md")}
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert len(rows) >= 200 and len({r["id"] for r in rows}) == len(rows)
+    for row in rows:
+        assert by_id[row["id"]].split == "dev", row["id"]
+        assert row["label"] in entries | {"none"} and set(row["also"] or []) <= entries, row["id"]
+        assert row["decided_by"] in ("resolution", "body", "title") or not row["found"], row["id"]

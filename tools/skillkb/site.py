@@ -380,6 +380,7 @@ def dashboard_markdown(
             *_fresh(real),
             *_agent_reader(library.root / AGENT_READER_SUMMARY),
             *_ceiling(library.root / CEILING_SUMMARY),
+            *_label_agreement(library.root / LABEL_AGREEMENT_SUMMARY),
         ]
     parts += ["# Authored cases\n" if real else "", *_set_sections(reports, library, page, "")]
     return NO_SEARCH + "\n".join(parts)
@@ -513,6 +514,38 @@ def _agent_reader(path: Path) -> list[str]:
     )
     columns = ["Split", "Questions", "In scope / uncovered", "Router", *AGENT_READER_METRICS]
     return [intro, table(columns, rows)]
+
+
+LABEL_AGREEMENT_SUMMARY = Path("evals/retrieval/real/ceiling/label-agreement-summary.json")  # bench_label_agreement
+
+
+def _label_agreement(path: Path) -> list[str]:
+    """How far a second, blind labeller of the same threads agrees with the set's labels (when recorded)."""
+    if not path.exists():
+        return []
+    try:
+        summary = _read_summary(path)
+        rows = [
+            [
+                cell(row["questions"]),
+                _fmt(row["n"]),
+                *(_fmt(row[k]) if row[k] is not None else "—" for k in ("exact", "lenient")),
+            ]
+            for row in summary["rows"]
+        ]
+        kappa = _fmt(float(summary["kappa"]))
+    except SUMMARY_ERRORS as exc:
+        return _unreadable("Label-agreement summary", LABEL_AGREEMENT_SUMMARY, exc)
+    intro = (
+        "## How far two labellers of the same thread agree (real dev sample)\n\n"
+        "Every figure above scores a router against one labeller's reading of each thread. A second labeller, "
+        "blind to the first, found and read the threads of a seeded sample of real dev questions under the same "
+        "rules and named the entry that answers the root cause, or none. Exact: the second label is an expected "
+        "entry (or both are none), the agreement Hit@1 asks of a router; lenient: it is expected or acceptable, "
+        "or an expected entry is among those it says would also help. Cohen's kappa over the primary labels: "
+        f"{kappa}. Recorded by `bench/bench_label_agreement.py`; `bench/RESULTS.md` (round 10) has the analysis.\n"
+    )
+    return [intro, table(["Questions", "n", "exact agreement", "lenient agreement"], rows)]
 
 
 def _set_sections(reports: list[dict], library: Library, page: str, prefix: str, confusion: bool = False) -> list[str]:

@@ -1,0 +1,270 @@
+"""How far do two labellers of the same thread agree? Blind second labels for a sample of real dev (round 10).
+
+    .venv/bin/python bench/bench_label_agreement.py materials DIR [--sample N] [--batches B]
+    .venv/bin/python bench/bench_label_agreement.py score DIR... --record FILE   # join answers, record, report
+    .venv/bin/python bench/bench_label_agreement.py report FILE
+
+The real set's labels are one labeller's reading of a thread (the root cause or fix it shows, under the
+rules of `evals/retrieval/real/README.md`). Issue #14's targets score routers against them, so how often a
+second careful labeller, reading the same thread under the same rules without seeing the first label, would
+name the same entry bounds what any router can be credited with. Earlier label checks re-read a sample with
+its label in view (92-98 % agreed); this one is blind.
+
+`materials` draws a seeded sample of real dev questions and writes the labellers' brief (the catalogue and
+labelling rules of the ceiling study, `bench_ceiling.catalogue_text`, and how to find and label a thread)
+and unlabelled batches of `{id, query, source}`. Each labeller finds the thread with the search tool over
+stored public threads and answers one JSON line per question: `found`, `label` (an entry id or `none`),
+`also` (entries that would also help), `decided_by` (resolution, body or title) and `why`.
+
+`report` prints agreement with the set's labels (exact: the second label is an expected entry, or both are
+none; lenient: it is expected or acceptable, or an expected entry is among its `also`), Cohen's kappa over
+the primary labels, where the disagreements fall, and how the routers measured so far do on the questions
+both labellers agree on against those they do not: the shipped search (cross-fitted), the round-5 judges
+and the round-9 readers of the whole response. Dev only: no test question is read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+from bench_ceiling import JUDGEMENTS, catalogue_text, search_outcomes  # noqa: E402
+
+from skillkb.api import load_cases_or_fail  # noqa: E402
+from skillkb.loader import REAL_CASES_FILE  # noqa: E402
+from skillkb.models import EvalCase  # noqa: E402
+
+CEILING = ROOT / "evals" / "retrieval" / "real" / "ceiling"
+READER_RUN = CEILING / "agent-reader-v2-snippets.jsonl"
+RECORD = CEILING / "label-agreement-dev.jsonl"  # the recorded run
+SUMMARY = CEILING / "label-agreement-summary.json"  # its figures, for the site's evaluation page
+SAMPLE, BATCHES, SEED = 240, 8, 20261202
+NONE = "none"
+
+BRIEF = """# Labelling real users' questions by the thread (blind second labels)
+
+You label questions that real users asked in public GitHub threads, for a retrieval evaluation of a
+library of 14 skills about vLLM on Huawei Ascend NPUs. `catalogue.md` beside this file describes each
+entry (what it answers, and the "Not this entry" borders) and the labelling rules. Read it first.
+
+Your batch (`batch-K.jsonl`) has one question per line: `id`, `query` (the text as the user wrote it, mostly
+an issue title) and `source` (the thread's address).
+
+For each question:
+1. Find the thread: search the stored public threads (the search tool, corpus `issues`) with the query
+   text or a distinctive part of it. Use only a result whose address is the `source` (same repository, same
+   issue or pull-request number). At most three searches per question; if it does not come up, answer
+   `"found": false` and move on.
+2. Read what the stored thread shows: a maintainer's diagnosis, the fix or PR, the log in the body, the
+   setting that made the problem go away.
+3. Decide, by the labelling rules, which entry answers the ROOT CAUSE or fix the thread shows, or `none`
+   when the question is in the domain but no entry covers it. Name entries by their full id as in the
+   catalogue (e.g. `hardware/ascend/ascend-graph-mode`).
+
+Write your answers to `answers-K.jsonl` in this folder (K: your batch number), one JSON object per line:
+
+    {"id": "...", "found": true, "label": "<entry id or none>", "also": ["<entry id>", ...],
+     "decided_by": "resolution" | "body" | "title", "why": "<one line: what in the thread decided it>"}
+
+`also`: other entries that would also help (may be empty). `decided_by`: `resolution` when a maintainer's
+answer or a fix decided it, `body` when the post's own evidence did, `title` when the stored thread added
+nothing to the title. Answer every question in your batch.
+
+Rules: work only from this brief, `catalogue.md`, your batch and the threads you find. Do not open any other
+file of the project (in particular nothing under `evals/`, `bench/` or `tests/`, and no folder named
+`shared`), and do not look at other threads than the ones named in your batch.
+"""
+
+
+def write_materials(folder: Path, sample: int, batches: int) -> None:
+    """The brief, the catalogue and unlabelled batches of a seeded sample of real dev questions."""
+    dev = sorted((c for c in load_cases_or_fail(ROOT, REAL_CASES_FILE) if c.split == "dev"), key=lambda c: c.id)
+    chosen = random.Random(SEED).sample(dev, min(sample, len(dev)))
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "brief.md").write_text(BRIEF, encoding="utf-8")
+    (folder / "catalogue.md").write_text(catalogue_text(), encoding="utf-8")
+    for i in range(batches):
+        rows = [{"id": c.id, "query": c.query, "source": c.source} for c in chosen[i::batches]]
+        text = "\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n"
+        (folder / f"batch-{i}.jsonl").write_text(text, encoding="utf-8")
+    print(f"wrote {folder}: brief.md, catalogue.md and {batches} batches of {len(chosen)} real dev questions")
+
+
+def answered(folder: Path) -> list[dict]:
+    rows = []
+    for path in sorted(folder.glob("answers-*.jsonl")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            missing = {"id", "found", "label"} - set(row)
+            if missing:
+                sys.exit(f"{path}:{number}: missing {sorted(missing)}; each answer needs id, found and label")
+            rows.append(row)
+    return rows
+
+
+def score(folders: list[Path], record_path: Path) -> None:
+    cases = {c.id: c for c in load_cases_or_fail(ROOT, REAL_CASES_FILE)}
+    rows = sorted((r for folder in folders for r in answered(folder)), key=lambda r: r["id"])
+    unknown = [r["id"] for r in rows if r["id"] not in cases or cases[r["id"]].split != "dev"]
+    if unknown or len({r["id"] for r in rows}) != len(rows):
+        sys.exit(f"score: answers must name each real dev question once (unknown or repeated: {unknown[:5]})")
+    keys = ("id", "found", "label", "also", "decided_by", "why")
+    text = "\n".join(json.dumps({k: r.get(k) for k in keys}, ensure_ascii=False) for r in rows) + "\n"
+    record_path.write_text(text, encoding="utf-8")
+    print(f"recorded {len(rows)} answers in {record_path}\n")
+    report(record_path)
+
+
+def agrees(case: EvalCase, row: dict, lenient: bool) -> bool:
+    label = str(row["label"]).strip("` ")
+    if not case.expected:
+        return label == NONE
+    if label in case.expected:
+        return True
+    if not lenient:
+        return False
+    also = {str(a).strip("` ") for a in row.get("also") or []}
+    return label in case.acceptable or bool(also & set(case.expected))
+
+
+def kappa(pairs: list[tuple[str, str]]) -> float:
+    """Cohen's kappa of two labellings (the set's primary label, the second labeller's)."""
+    n = len(pairs)
+    observed = sum(a == b for a, b in pairs) / n
+    first, second = Counter(a for a, _ in pairs), Counter(b for _, b in pairs)
+    chance = sum(first[k] * second[k] for k in first) / (n * n)
+    return (observed - chance) / (1 - chance)
+
+
+def share(values: list[bool]) -> str:
+    value = rate(values)
+    return "—" if value is None else f"{value:.3f}"
+
+
+def router_hits(dev: list[EvalCase]) -> dict[str, dict[str, bool]]:
+    """Per router, per in-scope question: its first choice was an expected entry."""
+    searched, _ = search_outcomes(dev)
+    judged = {j["id"]: j["answer"] for j in map(json.loads, JUDGEMENTS.read_text(encoding="utf-8").splitlines())}
+    read = {r["id"]: r for r in map(json.loads, READER_RUN.read_text(encoding="utf-8").splitlines())}
+
+    def reader_acted(row: dict) -> str | None:
+        offered = row["search"].get("results") or row["search"].get("related") or []
+        return row["choice"] if row["choice"] in offered else None
+
+    inside = [c for c in dev if c.expected]
+    return {
+        "search, cross-fitted": {c.id: searched[c.id][0] for c in inside},
+        "judges (title only)": {c.id: judged[c.id] in c.expected for c in inside},
+        "readers of the whole response": {c.id: reader_acted(read[c.id]) in c.expected for c in inside},
+    }
+
+
+def agreement_summary(rows: list[dict], cases: dict[str, EvalCase]) -> dict:
+    """Exact and lenient agreement per group of questions, and kappa: what the site shows."""
+    found = [r for r in rows if r["found"]]
+    groups = [("all", found)]
+    groups += [(f"lang {lang}", [r for r in found if cases[r["id"]].lang == lang]) for lang in ("zh", "en", "mixed")]
+    groups += [("set label: an entry", [r for r in found if cases[r["id"]].expected])]
+    groups += [("set label: none", [r for r in found if not cases[r["id"]].expected])]
+    body = [r for r in found if "labelled from the body" in cases[r["id"]].rationale]
+    groups += [("set label from the body", body), ("set label from a resolution", [r for r in found if r not in body])]
+    for basis in ("resolution", "body", "title"):
+        groups.append((f"second label decided by {basis}", [r for r in found if r.get("decided_by") == basis]))
+    pairs = [((cases[r["id"]].expected or [NONE])[0], str(r["label"]).strip("` ")) for r in found]
+    return {
+        "labelled": len(rows),
+        "found": len(found),
+        "kappa": round(kappa(pairs), 3),
+        "rows": [
+            {
+                "questions": name,
+                "n": len(group),
+                "exact": rate([agrees(cases[r["id"]], r, False) for r in group]),
+                "lenient": rate([agrees(cases[r["id"]], r, True) for r in group]),
+            }
+            for name, group in groups
+        ],
+        "disagreements": Counter(f"{a} → {b}" for a, b in pairs if a != b).most_common(12),
+    }
+
+
+def rate(values: list[bool]) -> float | None:
+    return round(sum(values) / len(values), 3) if values else None
+
+
+def report(record_path: Path) -> None:
+    """The figures of a recorded run; the recorded run of the repository also writes them for the site."""
+    cases = {c.id: c for c in load_cases_or_fail(ROOT, REAL_CASES_FILE)}
+    rows = [json.loads(line) for line in record_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    summary = agreement_summary(rows, cases)
+    print(f"{summary['labelled']} real dev questions labelled a second time; thread found for {summary['found']}\n")
+    print("| questions | n | exact agreement | lenient agreement |")
+    print("|---|---:|---:|---:|")
+    for row in summary["rows"]:
+        cells = " | ".join("—" if row[k] is None else f"{row[k]:.3f}" for k in ("exact", "lenient"))
+        print(f"| {row['questions']} | {row['n']} | {cells} |")
+    print(f"\nCohen's kappa over the primary labels: {summary['kappa']:.3f}")
+    print("\nmost frequent disagreements (set label → second label):")
+    for pair, n in summary["disagreements"]:
+        print(f"  {n:3d}  {pair}")
+    if record_path.resolve() == RECORD:
+        note = "bench/bench_label_agreement.py: blind second labels of a sample of real dev questions"
+        SUMMARY.write_text(json.dumps({"note": note, **summary}, indent=2, ensure_ascii=False) + "\n", "utf-8")
+        print(f"wrote {SUMMARY.relative_to(ROOT)}")
+    routers_on_agreement(cases, [r for r in rows if r["found"]])
+
+
+def routers_on_agreement(cases: dict[str, EvalCase], found: list[dict]) -> None:
+    """Hit@1 of the routers measured so far on the in-scope questions both labellers agree on, and on the
+    rest, with agreement counted exactly and leniently."""
+    dev = [cases[r["id"]] for r in found]
+    hits = router_hits(dev)
+    inside = [c.id for c in dev if c.expected]
+    print("\nHit@1 on the in-scope questions (by the set's label), split by whether the second label agrees\n")
+    print("| router | all | exact: agree | exact: disagree | lenient: agree | lenient: disagree |")
+    print("|---|---:|---:|---:|---:|---:|")
+    splits = []
+    for lenient in (False, True):
+        agreed = {r["id"] for r in found if agrees(cases[r["id"]], r, lenient)}
+        splits += [[i for i in inside if i in agreed], [i for i in inside if i not in agreed]]
+    print(f"| questions | {len(inside)} | " + " | ".join(str(len(ids)) for ids in splits) + " |")
+    for name, hit in hits.items():
+        cells = " | ".join(share([hit[i] for i in ids]) for ids in [inside, *splits])
+        print(f"| {name} | {cells} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("command", choices=("materials", "score", "report"))
+    parser.add_argument(
+        "path", type=Path, nargs="+", help="materials: a folder; score: answer folders; report: a record"
+    )
+    parser.add_argument("--sample", type=int, default=SAMPLE, help="materials: how many real dev questions")
+    parser.add_argument("--batches", type=int, default=BATCHES, help="materials: how many batches (labellers)")
+    parser.add_argument("--record", type=Path, help="score: where the answers are recorded (required)")
+    args = parser.parse_args()
+    if args.command == "score":
+        if args.record is None:
+            parser.error("score needs --record FILE: where this run's answers are recorded")
+        score(args.path, args.record)
+    elif len(args.path) > 1:
+        parser.error(f"{args.command} takes one path")
+    elif args.command == "materials":
+        if args.batches < 1 or args.sample < 1:
+            parser.error("--sample and --batches must be at least 1")
+        write_materials(args.path[0], args.sample, args.batches)
+    else:
+        report(args.path[0])
+
+
+if __name__ == "__main__":
+    main()

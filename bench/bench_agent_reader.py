@@ -38,6 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
+from recorded_run import parse_command  # noqa: E402
+
 from skillkb import evaluation as ev  # noqa: E402
 from skillkb.api import load_cases_or_fail, load_or_fail  # noqa: E402
 from skillkb.corpus import not_this_entry  # noqa: E402
@@ -256,25 +258,14 @@ def print_table(record: list[dict], cases: dict[str, EvalCase], record_path: Pat
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("command", choices=("materials", "score", "report"))
-    parser.add_argument(
-        "path", type=Path, nargs="+", help="materials: a folder; score: the run's folders; report: a record"
-    )
-    parser.add_argument("--split", choices=("dev", "test"), help="materials: only this split's questions")
-    parser.add_argument("--snippets", action="store_true", help="materials: each hit's heading, snippet and score too")
-    parser.add_argument("--batches", type=int, default=BATCHES, help="materials: how many batches (readers)")
-    parser.add_argument("--record", type=Path, help="score: where the answers are recorded (required)")
-    args = parser.parse_args()
+    def options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--split", choices=("dev", "test"), help="materials: only this split's questions")
+        parser.add_argument("--snippets", action="store_true", help="materials: each hit's heading, snippet and score")
+
+    args = parse_command(__doc__, BATCHES, options)
     if args.command == "score":
-        if args.record is None:
-            parser.error("score needs --record FILE: where this run's answers are recorded")
         score(args.path, args.record)
-    elif len(args.path) > 1:
-        parser.error(f"{args.command} takes one path")
     elif args.command == "materials":
-        if args.batches < 1:
-            parser.error(f"--batches must be at least 1 (got {args.batches})")
         write_materials(args.path[0], args.split, args.snippets, args.batches)
     else:
         report(args.path[0])

@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
 from bench_ceiling import JUDGEMENTS, catalogue_text, search_outcomes  # noqa: E402
+from recorded_run import acted_on, parse_command  # noqa: E402
 
 from skillkb.api import load_cases_or_fail  # noqa: E402
 from skillkb.loader import REAL_CASES_FILE  # noqa: E402
@@ -156,15 +157,11 @@ def router_hits(dev: list[EvalCase]) -> dict[str, dict[str, bool]]:
     judged = {j["id"]: j["answer"] for j in map(json.loads, JUDGEMENTS.read_text(encoding="utf-8").splitlines())}
     read = {r["id"]: r for r in map(json.loads, READER_RUN.read_text(encoding="utf-8").splitlines())}
 
-    def reader_acted(row: dict) -> str | None:
-        offered = row["search"].get("results") or row["search"].get("related") or []
-        return row["choice"] if row["choice"] in offered else None
-
     inside = [c for c in dev if c.expected]
     return {
         "search, cross-fitted": {c.id: searched[c.id][0] for c in inside},
         "judges (title only)": {c.id: judged[c.id] in c.expected for c in inside},
-        "readers of the whole response": {c.id: reader_acted(read[c.id]) in c.expected for c in inside},
+        "readers of the whole response": {c.id: acted_on(read[c.id])[0] in c.expected for c in inside},
     }
 
 
@@ -243,24 +240,15 @@ def routers_on_agreement(cases: dict[str, EvalCase], found: list[dict]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("command", choices=("materials", "score", "report"))
-    parser.add_argument(
-        "path", type=Path, nargs="+", help="materials: a folder; score: answer folders; report: a record"
-    )
-    parser.add_argument("--sample", type=int, default=SAMPLE, help="materials: how many real dev questions")
-    parser.add_argument("--batches", type=int, default=BATCHES, help="materials: how many batches (labellers)")
-    parser.add_argument("--record", type=Path, help="score: where the answers are recorded (required)")
-    args = parser.parse_args()
+    def options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--sample", type=int, default=SAMPLE, help="materials: how many real dev questions")
+
+    args = parse_command(__doc__, BATCHES, options)
     if args.command == "score":
-        if args.record is None:
-            parser.error("score needs --record FILE: where this run's answers are recorded")
         score(args.path, args.record)
-    elif len(args.path) > 1:
-        parser.error(f"{args.command} takes one path")
     elif args.command == "materials":
-        if args.batches < 1 or args.sample < 1:
-            parser.error("--sample and --batches must be at least 1")
+        if args.sample < 1:
+            sys.exit(f"--sample must be at least 1 (got {args.sample})")
         write_materials(args.path[0], args.sample, args.batches)
     else:
         report(args.path[0])

@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
 from crossfit import dev_and_held_out, held_out_signals  # noqa: E402
+from recorded_run import acted_on  # noqa: E402
 
 from skillkb import evaluation as ev  # noqa: E402
 from skillkb.models import EvalCase  # noqa: E402
@@ -46,12 +47,6 @@ RUNS = {
 KEEP_BELOW = (0.02, 0.05, 0.1, 0.2)
 DROP_ABOVE = (0.3, 0.5, 0.7, 0.9)
 Rule = Callable[[str | None, list[str], float], str | None]
-
-
-def acted_on(row: dict) -> tuple[str | None, list[str]]:
-    """The entry the reader acted on (None: declined) and what the search offered, in order."""
-    offered = row["search"].get("results") or row["search"].get("related") or []
-    return (row["choice"] if row["choice"] in offered else None), offered
 
 
 def right_outcomes(rows: list[dict], cases: dict[str, EvalCase], p_none: dict[str, float], rule: Rule) -> dict:

@@ -1,26 +1,27 @@
-"""How far do two labellers of the same thread agree? Blind second labels for a sample of real dev (round 10).
+"""How far do two labellers of the same thread agree? Blind second labels for samples of real questions (round 10).
 
-    .venv/bin/python bench/bench_label_agreement.py materials DIR [--sample N] [--batches B]
+    .venv/bin/python bench/bench_label_agreement.py materials DIR [--split dev|test] [--sample N] [--batches B]
     .venv/bin/python bench/bench_label_agreement.py score DIR... --record FILE   # join answers, record, report
     .venv/bin/python bench/bench_label_agreement.py report FILE
 
 The real set's labels are one labeller's reading of a thread (the root cause or fix it shows, under the
 rules of `evals/retrieval/real/README.md`). Issue #14's targets score routers against them, so how often a
-second careful labeller, reading the same thread under the same rules without seeing the first label, would
-name the same entry bounds what any router can be credited with. Earlier label checks re-read a sample with
-its label in view (92-98 % agreed); this one is blind.
+second careful labeller, reading the same thread under the same rules without seeing the first label, names
+the same entry says how much agreement any router can be asked for. Earlier label checks re-read a sample
+with its label in view (92-98 % agreed); this one is blind.
 
-`materials` draws a seeded sample of real dev questions and writes the labellers' brief (the catalogue and
-labelling rules of the ceiling study, `bench_ceiling.catalogue_text`, and how to find and label a thread)
-and unlabelled batches of `{id, query, source}`. Each labeller finds the thread with the search tool over
-stored public threads and answers one JSON line per question: `found`, `label` (an entry id or `none`),
-`also` (entries that would also help), `decided_by` (resolution, body or title) and `why`.
+`materials` draws a seeded sample of one split's real questions and writes the labellers' brief (the
+catalogue and labelling rules of the ceiling study, `bench_ceiling.catalogue_text`, and how to find and
+label a thread) and unlabelled batches of `{id, query, source}`. Each labeller finds the thread with the
+search tool over stored public threads and answers one JSON line per question: `found`, `label` (an entry
+id or `none`), `also` (entries that would also help), `decided_by` (resolution, body or title) and `why`.
 
-`report` prints agreement with the set's labels (exact: the second label is an expected entry, or both are
-none; lenient: it is expected or acceptable, or an expected entry is among its `also`), Cohen's kappa over
-the primary labels, where the disagreements fall, and how the routers measured so far do on the questions
-both labellers agree on against those they do not: the shipped search (cross-fitted), the round-5 judges
-and the round-9 readers of the whole response. Dev only: no test question is read.
+`report` prints, per split, agreement with the set's labels (exact: the second label is an expected entry,
+or both are none; lenient: it is expected or acceptable, or an expected entry is among its `also`), Cohen's
+kappa over the primary labels, where the disagreements fall, and how the routers measured so far do on the
+in-scope questions both labellers agree on against those they do not: the search alone and the round-9
+readers of the whole response (as `agent-reader-v2-snippets.jsonl` recorded them: dev cross-fitted, test
+as shipped) and, on dev, the round-5 judges. Nothing here feeds a fit or a label.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
-from bench_ceiling import JUDGEMENTS, catalogue_text, search_outcomes  # noqa: E402
+from bench_ceiling import JUDGEMENTS, catalogue_text  # noqa: E402
 from recorded_run import acted_on, parse_command  # noqa: E402
 
 from skillkb.api import load_cases_or_fail  # noqa: E402
@@ -44,9 +45,10 @@ from skillkb.models import EvalCase  # noqa: E402
 
 CEILING = ROOT / "evals" / "retrieval" / "real" / "ceiling"
 READER_RUN = CEILING / "agent-reader-v2-snippets.jsonl"
-RECORD = CEILING / "label-agreement-dev.jsonl"  # the recorded run
+RECORD = CEILING / "label-agreement.jsonl"  # the recorded runs (dev and test samples)
 SUMMARY = CEILING / "label-agreement-summary.json"  # its figures, for the site's evaluation page
-SAMPLE, BATCHES, SEED = 240, 8, 20261202
+SAMPLE, BATCHES = 240, 8
+SEEDS = {"dev": 20261202, "test": 20261203}
 NONE = "none"
 
 BRIEF = """# Labelling real users' questions by the thread (blind second labels)
@@ -84,10 +86,10 @@ file of the project (in particular nothing under `evals/`, `bench/` or `tests/`,
 """
 
 
-def write_materials(folder: Path, sample: int, batches: int) -> None:
-    """The brief, the catalogue and unlabelled batches of a seeded sample of real dev questions."""
-    dev = sorted((c for c in load_cases_or_fail(ROOT, REAL_CASES_FILE) if c.split == "dev"), key=lambda c: c.id)
-    chosen = random.Random(SEED).sample(dev, min(sample, len(dev)))
+def write_materials(folder: Path, split: str, sample: int, batches: int) -> None:
+    """The brief, the catalogue and unlabelled batches of a seeded sample of one split's real questions."""
+    pool = sorted((c for c in load_cases_or_fail(ROOT, REAL_CASES_FILE) if c.split == split), key=lambda c: c.id)
+    chosen = random.Random(SEEDS[split]).sample(pool, min(sample, len(pool)))
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "brief.md").write_text(BRIEF, encoding="utf-8")
     (folder / "catalogue.md").write_text(catalogue_text(), encoding="utf-8")
@@ -95,7 +97,7 @@ def write_materials(folder: Path, sample: int, batches: int) -> None:
         rows = [{"id": c.id, "query": c.query, "source": c.source} for c in chosen[i::batches]]
         text = "\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n"
         (folder / f"batch-{i}.jsonl").write_text(text, encoding="utf-8")
-    print(f"wrote {folder}: brief.md, catalogue.md and {batches} batches of {len(chosen)} real dev questions")
+    print(f"wrote {folder}: brief.md, catalogue.md and {batches} batches of {len(chosen)} real {split} questions")
 
 
 def answered(folder: Path) -> list[dict]:
@@ -115,12 +117,12 @@ def answered(folder: Path) -> list[dict]:
 def score(folders: list[Path], record_path: Path) -> None:
     cases = {c.id: c for c in load_cases_or_fail(ROOT, REAL_CASES_FILE)}
     rows = sorted((r for folder in folders for r in answered(folder)), key=lambda r: r["id"])
-    unknown = [r["id"] for r in rows if r["id"] not in cases or cases[r["id"]].split != "dev"]
+    unknown = [r["id"] for r in rows if r["id"] not in cases]
     if unknown or len({r["id"] for r in rows}) != len(rows):
-        sys.exit(f"score: answers must name each real dev question once (unknown or repeated: {unknown[:5]})")
+        sys.exit(f"score: answers must name each real question once (unknown or repeated: {unknown[:5]})")
     keys = ("id", "found", "label", "also", "decided_by", "why")
-    text = "\n".join(json.dumps({k: r.get(k) for k in keys}, ensure_ascii=False) for r in rows) + "\n"
-    record_path.write_text(text, encoding="utf-8")
+    record = [{"id": r["id"], "split": cases[r["id"]].split, **{k: r.get(k) for k in keys[1:]}} for r in rows]
+    record_path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in record) + "\n", encoding="utf-8")
     print(f"recorded {len(rows)} answers in {record_path}\n")
     report(record_path)
 
@@ -146,28 +148,16 @@ def kappa(pairs: list[tuple[str, str]]) -> float:
     return (observed - chance) / (1 - chance)
 
 
+def rate(values: list[bool]) -> float | None:
+    return round(sum(values) / len(values), 3) if values else None
+
+
 def share(values: list[bool]) -> str:
     value = rate(values)
     return "—" if value is None else f"{value:.3f}"
 
 
-def router_hits(dev: list[EvalCase]) -> dict[str, dict[str, bool]]:
-    """Per router, per in-scope question: its first choice was an expected entry."""
-    searched, _ = search_outcomes(dev)
-    judged = {j["id"]: j["answer"] for j in map(json.loads, JUDGEMENTS.read_text(encoding="utf-8").splitlines())}
-    read = {r["id"]: r for r in map(json.loads, READER_RUN.read_text(encoding="utf-8").splitlines())}
-
-    inside = [c for c in dev if c.expected]
-    return {
-        "search, cross-fitted": {c.id: searched[c.id][0] for c in inside},
-        "judges (title only)": {c.id: judged[c.id] in c.expected for c in inside},
-        "readers of the whole response": {c.id: acted_on(read[c.id])[0] in c.expected for c in inside},
-    }
-
-
-def agreement_summary(rows: list[dict], cases: dict[str, EvalCase]) -> dict:
-    """Exact and lenient agreement per group of questions, and kappa: what the site shows."""
-    found = [r for r in rows if r["found"]]
+def groups_of(found: list[dict], cases: dict[str, EvalCase]) -> list[tuple[str, list[dict]]]:
     groups = [("all", found)]
     groups += [(f"lang {lang}", [r for r in found if cases[r["id"]].lang == lang]) for lang in ("zh", "en", "mixed")]
     groups += [("set label: an entry", [r for r in found if cases[r["id"]].expected])]
@@ -176,26 +166,30 @@ def agreement_summary(rows: list[dict], cases: dict[str, EvalCase]) -> dict:
     groups += [("set label from the body", body), ("set label from a resolution", [r for r in found if r not in body])]
     for basis in ("resolution", "body", "title"):
         groups.append((f"second label decided by {basis}", [r for r in found if r.get("decided_by") == basis]))
-    pairs = [((cases[r["id"]].expected or [NONE])[0], str(r["label"]).strip("` ")) for r in found]
-    return {
-        "labelled": len(rows),
-        "found": len(found),
-        "kappa": round(kappa(pairs), 3),
-        "rows": [
+    return groups
+
+
+def agreement_summary(rows: list[dict], cases: dict[str, EvalCase]) -> dict:
+    """Per split: exact and lenient agreement per group of questions, and kappa. What the site shows."""
+    out: dict = {"rows": [], "kappa": {}, "labelled": {}, "found": {}, "disagreements": {}}
+    for split in sorted({r["split"] for r in rows}):
+        labelled = [r for r in rows if r["split"] == split]
+        found = [r for r in labelled if r["found"]]
+        pairs = [((cases[r["id"]].expected or [NONE])[0], str(r["label"]).strip("` ")) for r in found]
+        out["labelled"][split], out["found"][split] = len(labelled), len(found)
+        out["kappa"][split] = round(kappa(pairs), 3)
+        out["disagreements"][split] = Counter(f"{a} → {b}" for a, b in pairs if a != b).most_common(12)
+        out["rows"] += [
             {
+                "split": split,
                 "questions": name,
                 "n": len(group),
                 "exact": rate([agrees(cases[r["id"]], r, False) for r in group]),
                 "lenient": rate([agrees(cases[r["id"]], r, True) for r in group]),
             }
-            for name, group in groups
-        ],
-        "disagreements": Counter(f"{a} → {b}" for a, b in pairs if a != b).most_common(12),
-    }
-
-
-def rate(values: list[bool]) -> float | None:
-    return round(sum(values) / len(values), 3) if values else None
+            for name, group in groups_of(found, cases)
+        ]
+    return out
 
 
 def report(record_path: Path) -> None:
@@ -203,45 +197,67 @@ def report(record_path: Path) -> None:
     cases = {c.id: c for c in load_cases_or_fail(ROOT, REAL_CASES_FILE)}
     rows = [json.loads(line) for line in record_path.read_text(encoding="utf-8").splitlines() if line.strip()]
     summary = agreement_summary(rows, cases)
-    print(f"{summary['labelled']} real dev questions labelled a second time; thread found for {summary['found']}\n")
-    print("| questions | n | exact agreement | lenient agreement |")
-    print("|---|---:|---:|---:|")
+    for split, labelled in summary["labelled"].items():
+        print(f"real {split}: {labelled} questions labelled a second time; thread found for {summary['found'][split]}")
+    print("\n| split | questions | n | exact agreement | lenient agreement |")
+    print("|---|---|---:|---:|---:|")
     for row in summary["rows"]:
         cells = " | ".join("—" if row[k] is None else f"{row[k]:.3f}" for k in ("exact", "lenient"))
-        print(f"| {row['questions']} | {row['n']} | {cells} |")
-    print(f"\nCohen's kappa over the primary labels: {summary['kappa']:.3f}")
-    print("\nmost frequent disagreements (set label → second label):")
-    for pair, n in summary["disagreements"]:
-        print(f"  {n:3d}  {pair}")
+        print(f"| {row['split']} | {row['questions']} | {row['n']} | {cells} |")
+    for split, value in summary["kappa"].items():
+        print(f"\nreal {split}: Cohen's kappa over the primary labels {value:.3f}; most frequent disagreements")
+        for pair, n in summary["disagreements"][split]:
+            print(f"  {n:3d}  {pair}")
     if record_path.resolve() == RECORD:
-        note = "bench/bench_label_agreement.py: blind second labels of a sample of real dev questions"
+        note = "bench/bench_label_agreement.py: blind second labels of samples of real dev and test questions"
         SUMMARY.write_text(json.dumps({"note": note, **summary}, indent=2, ensure_ascii=False) + "\n", "utf-8")
         print(f"wrote {SUMMARY.relative_to(ROOT)}")
-    routers_on_agreement(cases, [r for r in rows if r["found"]])
+    for split in summary["labelled"]:
+        routers_on_agreement(cases, [r for r in rows if r["found"] and r["split"] == split], split)
 
 
-def routers_on_agreement(cases: dict[str, EvalCase], found: list[dict]) -> None:
+def router_hits(inside: list[EvalCase]) -> dict[str, dict[str, bool]]:
+    """Per router, per in-scope question: its first choice was an expected entry. The search alone is what
+    the whole-response reader run recorded it offering (dev cross-fitted, test as shipped); the judges read
+    dev only."""
+    judged = {j["id"]: j["answer"] for j in map(json.loads, JUDGEMENTS.read_text(encoding="utf-8").splitlines())}
+    read = {r["id"]: r for r in map(json.loads, READER_RUN.read_text(encoding="utf-8").splitlines())}
+
+    def first_hit(row: dict) -> str | None:
+        results = [] if row["search"]["abstained"] else row["search"].get("results") or []
+        return results[0] if results else None
+
+    hits = {
+        "search alone": {c.id: first_hit(read[c.id]) in c.expected for c in inside},
+        "readers of the whole response (round 9)": {c.id: acted_on(read[c.id])[0] in c.expected for c in inside},
+    }
+    if all(c.id in judged for c in inside):
+        hits["judges, title only (round 5)"] = {c.id: judged[c.id] in c.expected for c in inside}
+    return hits
+
+
+def routers_on_agreement(cases: dict[str, EvalCase], found: list[dict], split: str) -> None:
     """Hit@1 of the routers measured so far on the in-scope questions both labellers agree on, and on the
     rest, with agreement counted exactly and leniently."""
-    dev = [cases[r["id"]] for r in found]
-    hits = router_hits(dev)
-    inside = [c.id for c in dev if c.expected]
-    print("\nHit@1 on the in-scope questions (by the set's label), split by whether the second label agrees\n")
+    inside = [cases[r["id"]] for r in found if cases[r["id"]].expected]
+    hits = router_hits(inside)
+    print(f"\nreal {split}, Hit@1 on the in-scope questions (by the set's label), by whether the second label agrees\n")
     print("| router | all | exact: agree | exact: disagree | lenient: agree | lenient: disagree |")
     print("|---|---:|---:|---:|---:|---:|")
+    ids = [c.id for c in inside]
     splits = []
     for lenient in (False, True):
         agreed = {r["id"] for r in found if agrees(cases[r["id"]], r, lenient)}
-        splits += [[i for i in inside if i in agreed], [i for i in inside if i not in agreed]]
-    print(f"| questions | {len(inside)} | " + " | ".join(str(len(ids)) for ids in splits) + " |")
+        splits += [[i for i in ids if i in agreed], [i for i in ids if i not in agreed]]
+    print(f"| questions | {len(ids)} | " + " | ".join(str(len(group)) for group in splits) + " |")
     for name, hit in hits.items():
-        cells = " | ".join(share([hit[i] for i in ids]) for ids in [inside, *splits])
-        print(f"| {name} | {cells} |")
+        print(f"| {name} | " + " | ".join(share([hit[i] for i in group]) for group in [ids, *splits]) + " |")
 
 
 def main() -> None:
     def options(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--sample", type=int, default=SAMPLE, help="materials: how many real dev questions")
+        parser.add_argument("--sample", type=int, default=SAMPLE, help="materials: how many real questions")
+        parser.add_argument("--split", choices=SEEDS, default="dev", help="materials: whose questions")
 
     args = parse_command(__doc__, BATCHES, options)
     if args.command == "score":
@@ -249,7 +265,7 @@ def main() -> None:
     elif args.command == "materials":
         if args.sample < 1:
             sys.exit(f"--sample must be at least 1 (got {args.sample})")
-        write_materials(args.path[0], args.sample, args.batches)
+        write_materials(args.path[0], args.split, args.sample, args.batches)
     else:
         report(args.path[0])
 

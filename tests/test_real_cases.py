@@ -179,16 +179,18 @@ def test_the_site_shows_the_figures_of_the_recorded_second_labels(cases) -> None
     assert {k: recorded[k] for k in expected} == expected
 
 
-def test_the_second_labels_are_blind_dev_labels_of_real_entries(cases) -> None:
-    """bench/bench_label_agreement.py records a second, blind label for a sample of real dev questions
-    (round 10): each names a real dev case once, and its label is an entry of the library or `none`, so the
-    agreement it reports is between two labels of the same kind, and no test question was labelled."""
-    path = REPO_ROOT / "evals" / "retrieval" / "real" / "ceiling" / "label-agreement-dev.jsonl"
+def test_the_second_labels_name_real_cases_and_library_entries(cases) -> None:
+    """bench/bench_label_agreement.py records a second, blind label for samples of real questions (round
+    10): each names a real case once, of the split it says, and its label is an entry of the library or
+    `none`, so the agreement it reports is between two labels of the same kind."""
+    bench = _bench("bench_label_agreement")
     by_id = {c.id: c for c in cases}
     entries = {p.parent.relative_to(REPO_ROOT).as_posix() for p in REPO_ROOT.glob("*/*/*/SKILL.md")}
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    assert len(rows) >= 200 and len({r["id"] for r in rows}) == len(rows)
+    rows = [json.loads(line) for line in bench.RECORD.read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert len({r["id"] for r in rows}) == len(rows)
+    sizes = Counter(r["split"] for r in rows)
+    assert sizes["dev"] >= 200 and sizes["test"] >= 200
     for row in rows:
-        assert by_id[row["id"]].split == "dev", row["id"]
+        assert by_id[row["id"]].split == row["split"], row["id"]
         assert row["label"] in entries | {"none"} and set(row["also"] or []) <= entries, row["id"]
         assert row["decided_by"] in ("resolution", "body", "title") or not row["found"], row["id"]

@@ -256,12 +256,12 @@ def test_the_evaluation_page_shows_the_agent_reader_study_when_recorded(tmp_path
 def test_the_evaluation_page_shows_the_label_agreement_study_when_recorded(tmp_path: Path) -> None:
     path = tmp_path / "label-agreement-summary.json"
     assert site._label_agreement(path) == []  # not recorded: no section
-    rows = [{"questions": "<i>all</i>", "n": 239, "exact": 0.795, "lenient": None}]
-    path.write_text(json.dumps({"kappa": 0.769, "rows": rows}), encoding="utf-8")
+    rows = [{"split": "dev", "questions": "<i>all</i>", "n": 239, "exact": 0.795, "lenient": None}]
+    path.write_text(json.dumps({"kappa": {"dev": 0.769, "<b>test</b>": 0.7}, "rows": rows}), encoding="utf-8")
     intro, rendered = site._label_agreement(path)
-    assert "two labellers" in intro and "0.769" in intro
+    assert "two labellers" in intro and "dev 0.769" in intro and "0.700" in intro and "<b>" not in intro
     assert "0.795" in rendered and "239" in rendered and "—" in rendered
     assert "<i>" not in rendered, "text from the file is data, never markup"
-    path.write_text(json.dumps({"kappa": 0.7, "rows": [{"questions": "all"}]}), encoding="utf-8")
+    path.write_text(json.dumps({"kappa": {"dev": 0.7}, "rows": [{"questions": "all"}]}), encoding="utf-8")
     (warning,) = site._label_agreement(path)
     assert warning.startswith("!!! warning") and "unreadable" in warning

@@ -526,26 +526,23 @@ def _label_agreement(path: Path) -> list[str]:
     try:
         summary = _read_summary(path)
         rows = [
-            [
-                cell(row["questions"]),
-                _fmt(row["n"]),
-                *(_fmt(row[k]) if row[k] is not None else "—" for k in ("exact", "lenient")),
-            ]
+            [cell(row["split"]), cell(row["questions"]), _fmt(row["n"])]
+            + [_fmt(row[k]) if row[k] is not None else "—" for k in ("exact", "lenient")]
             for row in summary["rows"]
         ]
-        kappa = _fmt(float(summary["kappa"]))
+        kappas = ", ".join(f"{cell(split)} {_fmt(float(value))}" for split, value in summary["kappa"].items())
     except SUMMARY_ERRORS as exc:
         return _unreadable("Label-agreement summary", LABEL_AGREEMENT_SUMMARY, exc)
     intro = (
-        "## How far two labellers of the same thread agree (real dev sample)\n\n"
+        "## How far two labellers of the same thread agree (real questions, samples)\n\n"
         "Every figure above scores a router against one labeller's reading of each thread. A second labeller, "
-        "blind to the first, found and read the threads of a seeded sample of real dev questions under the same "
+        "blind to the first, found and read the threads of seeded samples of real questions under the same "
         "rules and named the entry that answers the root cause, or none. Exact: the second label is an expected "
         "entry (or both are none), the agreement Hit@1 asks of a router; lenient: it is expected or acceptable, "
         "or an expected entry is among those it says would also help. Cohen's kappa over the primary labels: "
-        f"{kappa}. Recorded by `bench/bench_label_agreement.py`; `bench/RESULTS.md` (round 10) has the analysis.\n"
+        f"{kappas}. Recorded by `bench/bench_label_agreement.py`; `bench/RESULTS.md` (round 10) has the analysis.\n"
     )
-    return [intro, table(["Questions", "n", "exact agreement", "lenient agreement"], rows)]
+    return [intro, table(["Split", "Questions", "n", "exact agreement", "lenient agreement"], rows)]
 
 
 def _set_sections(reports: list[dict], library: Library, page: str, prefix: str, confusion: bool = False) -> list[str]:

@@ -123,6 +123,17 @@ def test_validate_refuses_two_cases_from_one_thread_however_the_url_is_spelled(l
     assert codes.count("case-duplicate-source") == 1
 
 
+def _bench(name: str):
+    """A benchmark script as a module (beside its sibling modules, as when it runs)."""
+    if str(REPO_ROOT / "bench") not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT / "bench"))
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "bench" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 AGENT_READER_RECORDS = sorted((REPO_ROOT / "evals" / "retrieval" / "real" / "ceiling").glob("agent-reader*.jsonl"))
 
 
@@ -156,17 +167,6 @@ def test_the_recorded_agent_readers_chose_only_among_what_the_search_returned(ca
         offered = row["search"].get("results") or row["search"].get("related") or []
         assert set(offered) <= entries and row["search"]["abstained"] == ("related" in row["search"])
         assert row["choice"] in (None, "none", *offered), row["id"]
-
-
-def _bench(name: str):
-    """A benchmark script as a module (beside its sibling modules, as when it runs)."""
-    if str(REPO_ROOT / "bench") not in sys.path:
-        sys.path.insert(0, str(REPO_ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "bench" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_site_shows_the_figures_of_the_recorded_second_labels(cases) -> None:

@@ -26,19 +26,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
 from crossfit import (  # noqa: E402
+    cross_fitted_dev,
     cross_fitted_hits,
-    dev_and_held_out,
     fold_of,
-    held_out_signals,
     other_folds,
     print_hit1_table,
+    print_no_entry_auc_table,
     training_pool,
 )
 
 from skillkb import evaluation as ev  # noqa: E402
-from skillkb.loader import EVAL_SETS  # noqa: E402
 from skillkb.models import EvalCase  # noqa: E402
-from skillkb.retrieval import BM25Index, EntrySignals, SearchEngine, clean_query, engine_for  # noqa: E402
+from skillkb.retrieval import BM25Index, EntrySignals, SearchEngine, clean_query  # noqa: E402
 from skillkb.signals import weighted_query  # noqa: E402
 
 VARIANTS = {"shipped signals": (), "+ knn": ("knn",)}
@@ -78,9 +77,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--depth", type=int, default=10, help="how many nearest labelled questions vote")
     args = parser.parse_args()
-    engine = engine_for(ROOT)
-    dev, held_out = dev_and_held_out(engine)
-    shipped = held_out_signals(engine, dev, held_out)
+    engine, dev, shipped = cross_fitted_dev()
     knn = out_of_fold_votes(engine, dev, args.depth)
     signals = {
         case.query: [
@@ -92,23 +89,9 @@ def main() -> None:
     hits = {name: cross_fitted_hits(engine, dev, signals, extra) for name, extra in VARIANTS.items()}
     print(f"\nIn-scope dev questions, Hit@1, every question out of fold (depth {args.depth}; p: against shipped)\n")
     print_hit1_table(dev, hits, list(VARIANTS))
-    abstention(dev, [shipped[c.query][1] for c in dev], [vote.get("", 0.0) for vote in knn])
-
-
-def abstention(dev: list[EvalCase], classifier: list[float], knn: list[float]) -> None:
-    print("\np(no entry) as the uncovered / in-scope separator, dev, out of fold (AUC)\n")
-    print("| case set | in scope / uncovered | shipped classifier | knn vote for no entry |")
-    print("|---|---|---:|---:|")
-    for origin in EVAL_SETS:
-        idx = [i for i, c in enumerate(dev) if c.origin == origin]
-        cells = []
-        for score in (classifier, knn):
-            inside = [score[i] for i in idx if dev[i].expected]
-            outside = [score[i] for i in idx if not dev[i].expected]
-            pairs = [(a > b) + 0.5 * (a == b) for a in outside for b in inside]
-            cells.append(f"{sum(pairs) / len(pairs):.3f}")
-        sizes = f"{sum(bool(dev[i].expected) for i in idx)} / {sum(not dev[i].expected for i in idx)}"
-        print(f"| {origin} | {sizes} | " + " | ".join(cells) + " |")
+    classifier = [shipped[c.query][1] for c in dev]
+    votes_for_none = [vote.get("", 0.0) for vote in knn]
+    print_no_entry_auc_table(dev, {"shipped classifier": classifier, "knn vote for no entry": votes_for_none})
 
 
 if __name__ == "__main__":

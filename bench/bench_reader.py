@@ -37,12 +37,19 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
-from crossfit import dev_and_held_out, fold_of, held_out_signals, other_folds, print_hit1_table, training_pool  # noqa: E402
+from crossfit import (  # noqa: E402
+    cross_fitted_dev,
+    fold_of,
+    other_folds,
+    print_hit1_table,
+    print_no_entry_auc_table,
+    training_pool,
+)
 
 from skillkb import evaluation as ev  # noqa: E402
 from skillkb.loader import EVAL_SETS  # noqa: E402
 from skillkb.models import EvalCase  # noqa: E402
-from skillkb.retrieval import COMBINED_SIGNALS, EntrySignals, SearchEngine, engine_for  # noqa: E402
+from skillkb.retrieval import COMBINED_SIGNALS, EntrySignals, SearchEngine  # noqa: E402
 from skillkb.tokenize import query_language  # noqa: E402
 
 DENSE_FLOOR = 0.75  # e5 cosines of unrelated texts sit near 0.75-0.8: only what is above it says anything
@@ -117,10 +124,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--c", type=float, default=10.0, help="inverse L2 strength of the e5 classifier")
     args = parser.parse_args()
-    engine = engine_for(ROOT)
-    dev, held_out = dev_and_held_out(engine)
+    engine, dev, held = cross_fitted_dev()
     ranker = engine.ranker("combined")
-    held = held_out_signals(engine, dev, held_out)
     shipped = {query: signals for query, (signals, _) in held.items()}
     no_entry = [held[case.query][1] for case in dev]
     started = time.perf_counter()
@@ -192,11 +197,6 @@ def logistic_over_signals(
     return LogisticRegression(C=1.0, max_iter=3000).fit(x, y, sample_weight=w / w.mean())
 
 
-def auc(inside: list[float], outside: list[float]) -> float:
-    pairs = [(a > b) + 0.5 * (a == b) for a in outside for b in inside]
-    return sum(pairs) / len(pairs)
-
-
 def abstention_table(dev: list[EvalCase], bow: list[float], e5: list[float]) -> None:
     """How well p(no entry) tells uncovered dev questions from in-scope ones (AUC), and the two combined by a
     logistic regression fitted on the other folds."""
@@ -207,18 +207,7 @@ def abstention_table(dev: list[EvalCase], bow: list[float], e5: list[float]) -> 
     for k in range(ev.CLASSIFIER_FOLDS):
         model = LogisticRegression(max_iter=1000).fit(x[fold != k], y[fold != k])
         both[fold == k] = model.predict_proba(x[fold == k])[:, 1]
-    print("\np(no entry) as the uncovered / in-scope separator, dev, out of fold (AUC)\n")
-    print("| case set | in scope / uncovered | shipped classifier | e5 classifier | both (logistic) |")
-    print("|---|---|---:|---:|---:|")
-    for origin in EVAL_SETS:
-        idx = [i for i, c in enumerate(dev) if c.origin == origin]
-        cells = []
-        for score in (bow, e5, both):
-            inside = [score[i] for i in idx if not y[i]]
-            outside = [score[i] for i in idx if y[i]]
-            cells.append(f"{auc(inside, outside):.3f}")
-        sizes = f"{sum(not y[i] for i in idx)} / {sum(y[i] for i in idx)}"
-        print(f"| {origin} | {sizes} | " + " | ".join(cells) + " |")
+    print_no_entry_auc_table(dev, {"shipped classifier": bow, "e5 classifier": e5, "both (logistic)": list(both)})
 
 
 def process_cost(runs: int = 5) -> None:

@@ -29,12 +29,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
-from crossfit import dev_and_held_out, held_out_signals  # noqa: E402
+from crossfit import auc, cross_fitted_dev  # noqa: E402
 from recorded_run import acted_on  # noqa: E402
 
 from skillkb import evaluation as ev  # noqa: E402
 from skillkb.models import EvalCase  # noqa: E402
-from skillkb.retrieval import engine_for  # noqa: E402
 
 RUNS_DIR = ROOT / "evals" / "retrieval" / "real" / "ceiling"  # the recorded reader runs
 RUNS = {
@@ -89,8 +88,7 @@ def auc_among_acted(rows: list[dict], cases: dict[str, EvalCase], p_none: dict[s
     acted = [cases[r["id"]] for r in rows if acted_on(r)[0] is not None]
     outside = [p_none[c.id] for c in acted if not c.expected]
     inside = [p_none[c.id] for c in acted if c.expected]
-    pairs = [(a > b) + 0.5 * (a == b) for a in outside for b in inside]
-    return sum(pairs) / len(pairs)
+    return auc(inside, outside)
 
 
 def rules() -> dict[str, Rule]:
@@ -105,9 +103,7 @@ def rules() -> dict[str, Rule]:
 
 
 def main() -> None:
-    engine = engine_for(ROOT)
-    dev, held_out = dev_and_held_out(engine)
-    signals = held_out_signals(engine, dev, held_out)
+    engine, dev, signals = cross_fitted_dev()
     real = {c.id: c for c in dev if c.origin == "real"}
     p_none = {c.id: signals[c.query][1] for c in real.values()}
     for name, file in RUNS.items():

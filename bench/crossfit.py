@@ -1,6 +1,6 @@
-"""What the cross-fitted dev benchmarks share (bench_reader, bench_neighbours, bench_knn): the dev cases in
-the classifier's fold order, each case's signals under the classifier that never saw it, Hit@1 with signal
-weights re-fitted on the other folds, and the table they print."""
+"""What the cross-fitted dev benchmarks share (bench_reader, bench_neighbours, bench_knn, bench_scope_cue): the
+dev cases in the classifier's fold order, each case's signals under the classifier that never saw it, Hit@1
+with signal weights re-fitted on the other folds, and the tables they print (Hit@1; p(no entry) as AUC)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from skillkb.api import load_cases_or_fail, load_or_fail  # noqa: E402
 from skillkb.corpus import phrase_corpus  # noqa: E402
 from skillkb.loader import EVAL_SETS  # noqa: E402
 from skillkb.models import EvalCase  # noqa: E402
-from skillkb.retrieval import EntrySignals, SearchEngine, clean_query  # noqa: E402
+from skillkb.retrieval import EntrySignals, SearchEngine, clean_query, engine_for  # noqa: E402
 from skillkb.tokenize import query_language  # noqa: E402
 
 
@@ -32,6 +32,13 @@ def dev_and_held_out(engine: SearchEngine) -> tuple[list[EvalCase], ev.HeldOut]:
     dev = dev_cases()
     _, held_out, _ = ev.fit_classifier(engine, load_or_fail(ROOT), dev)
     return dev, held_out
+
+
+def cross_fitted_dev() -> tuple[SearchEngine, list[EvalCase], dict[str, tuple[list[EntrySignals], float]]]:
+    """The shipped engine, the dev cases, and each dev question's signals and p(no entry) out of fold."""
+    engine = engine_for(ROOT)
+    dev, held_out = dev_and_held_out(engine)
+    return engine, dev, held_out_signals(engine, dev, held_out)
 
 
 def training_pool() -> list[tuple[str, str, float]]:
@@ -105,3 +112,25 @@ def print_hit1_table(dev: list[EvalCase], hits: dict[str, dict[str, float]], nam
                 values = [hits[name][k] for k in keys]
                 cells.append(f"{np.mean(values):.3f} (p = {ev.paired_randomization(values, base):.2f})")
             print(f"| {origin} | {lang} | {len(keys)} | " + " | ".join(cells) + " |")
+
+
+def auc(inside: list[float], outside: list[float]) -> float:
+    """P(an uncovered question's score > an in-scope one's), ties counting half."""
+    pairs = [(a > b) + 0.5 * (a == b) for a in outside for b in inside]
+    return sum(pairs) / len(pairs)
+
+
+def print_no_entry_auc_table(dev: list[EvalCase], scores: dict[str, list[float]]) -> None:
+    """How well each score (one per dev case, higher = likelier that no entry answers) tells uncovered dev
+    questions from in-scope ones, per case set."""
+    print("\np(no entry) as the uncovered / in-scope separator, dev, out of fold (AUC)\n")
+    print("| case set | in scope / uncovered | " + " | ".join(scores) + " |")
+    print("|---|---|" + "---:|" * len(scores))
+    for origin in EVAL_SETS:
+        idx = [i for i, c in enumerate(dev) if c.origin == origin]
+        cells = [
+            f"{auc([s[i] for i in idx if dev[i].expected], [s[i] for i in idx if not dev[i].expected]):.3f}"
+            for s in scores.values()
+        ]
+        sizes = f"{sum(bool(dev[i].expected) for i in idx)} / {sum(not dev[i].expected for i in idx)}"
+        print(f"| {origin} | {sizes} | " + " | ".join(cells) + " |")

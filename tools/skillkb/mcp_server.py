@@ -436,8 +436,8 @@ acting, read the hits' description and not_for and act on the hit that answers t
 the question, which is not always the first; if none does, the library does not cover it.
 `abstained` is true when the search finds no answer: `results` is empty and `related` lists the
 nearest entries; act on one only if its description plainly covers the root cause. `close_call`
-is true when the first two hits score almost alike: the first is then often wrong (right for one
-in three real users' questions, against three in four otherwise).
+is true when the first two hits score almost alike: the first is then often wrong (right for about
+half of real users' questions, against three in four otherwise).
 
 Args:
     query: the question, symptom or exact error string, e.g. "AclmdlRICaptureBegin 207008"

@@ -174,29 +174,36 @@ def main() -> None:
     searched, results = search_outcomes(dev)
     read = reader_outcomes(cases, judgements, results)
     confidence = {j["id"]: j["confidence"] for j in judgements}
+    routers = {"judges": judged, "search": searched, "reader_in_loop": read}
+    rows = [router_row(name, group, routers) for name, group in question_groups(dev, confidence)]
+    print(f"{len(dev)} real dev questions ({sum(bool(c.expected) for c in dev)} in scope), judged once each\n")
+    print_rows(rows)
+    summary = {"note": "bench/bench_ceiling.py: judges vs the shipped search (cross-fitted) on real dev", "rows": rows}
+    summary |= print_paired_tests([c for c in dev if c.expected], judged, searched, read)
+    args.out.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
+
+
+def question_groups(dev: list[EvalCase], confidence: dict[str, str]) -> list[tuple[str, list[EvalCase]]]:
+    """The groups every router is scored on: all, per language, by what decided the label, by judge confidence."""
     body = [c for c in dev if "labelled from the body" in c.rationale]
     groups: list[tuple[str, list[EvalCase]]] = [("all real dev", dev)]
     groups += [(f"lang {lang}", [c for c in dev if c.lang == lang]) for lang in ("zh", "en", "mixed")]
     groups += [("label from a resolution", [c for c in dev if c not in body]), ("label from the body alone", body)]
     groups += [(f"judge confidence {v}", [c for c in dev if confidence[c.id] == v]) for v in ("high", "medium", "low")]
-    rows = []
-    for name, group in groups:
-        rows.append(
-            {
-                "questions": name,
-                "in_scope": sum(bool(c.expected) for c in group),
-                "uncovered": sum(not c.expected for c in group),
-                "judges": figures(group, judged),
-                "search": figures(group, searched),
-                "reader_in_loop": figures(group, read),
-            }
-        )
-    inside = [c for c in dev if c.expected]
-    a = [float(judged[c.id][0]) for c in inside]
-    b = [float(searched[c.id][0]) for c in inside]
-    p_value = ev.paired_randomization(a, b)
-    neither = sum(not x and not y for x, y in zip(a, b, strict=True))
-    print(f"{len(dev)} real dev questions ({len(inside)} in scope), judged once each\n")
+    return groups
+
+
+def router_row(name: str, group: list[EvalCase], routers: dict[str, dict[str, Outcome]]) -> dict:
+    row: dict = {
+        "questions": name,
+        "in_scope": sum(bool(c.expected) for c in group),
+        "uncovered": sum(not c.expected for c in group),
+    }
+    return row | {router: figures(group, outcomes) for router, outcomes in routers.items()}
+
+
+def print_rows(rows: list[dict]) -> None:
     print("| questions | in scope / uncovered | router | Hit@1 | Hit@3 any | uncovered abstained | false abst. |")
     print("|---|---|---|---:|---:|---:|---:|")
     for row in rows:
@@ -204,20 +211,27 @@ def main() -> None:
         print(f"| {row['questions']} | {sizes} | judges | {cells(row['judges'])} |")
         print(f"| {row['questions']} | {sizes} | search, cross-fitted | {cells(row['search'])} |")
         print(f"| {row['questions']} | {sizes} | {READER_ROUTER} | {cells(row['reader_in_loop'])} |")
+
+
+def print_paired_tests(
+    inside: list[EvalCase], judged: dict[str, Outcome], searched: dict[str, Outcome], read: dict[str, Outcome]
+) -> dict:
+    """Hit@1 of the three routers compared pairwise over the in-scope questions; returns the summary's figures."""
+    a = [float(judged[c.id][0]) for c in inside]
+    b = [float(searched[c.id][0]) for c in inside]
+    c = [float(read[q.id][0]) for q in inside]
+    p_value = ev.paired_randomization(a, b)
+    neither = sum(not x and not y for x, y in zip(a, b, strict=True))
     print(f"\nHit@1, judges vs search (paired randomisation, {len(inside)} in scope): p = {p_value:.4f}")
     print(f"in-scope questions neither gets first: {neither} of {len(inside)}")
-    c = [float(read[c.id][0]) for c in inside]
     print(
         f"Hit@1, {READER_ROUTER} vs search: p = {ev.paired_randomization(c, b):.4f}; vs judges: p = "
         f"{ev.paired_randomization(c, a):.4f}"
     )
     # The table counts what a router offers when it abstains; the eval reports count an abstention as nothing.
-    strict = sum(searched[c.id][1] and not searched[c.id][2] for c in inside) / len(inside)
+    strict = sum(searched[q.id][1] and not searched[q.id][2] for q in inside) / len(inside)
     print(f"search Hit@3 any with an abstention counted as an empty ranking (as in the eval reports): {strict:.3f}")
-    summary = {"note": "bench/bench_ceiling.py: judges vs the shipped search (cross-fitted) on real dev", "rows": rows}
-    summary |= {"p_hit1": round(p_value, 4), "neither_first": neither, "in_scope": len(inside)}
-    args.out.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"wrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
+    return {"p_hit1": round(p_value, 4), "neither_first": neither, "in_scope": len(inside)}
 
 
 if __name__ == "__main__":

@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT / "tools"))
 from skillkb import evaluation as ev  # noqa: E402
 from skillkb.api import load_cases_or_fail, load_or_fail  # noqa: E402
 from skillkb.corpus import BODY_OFF, CARD_OFF, DEFAULT_WEIGHTS  # noqa: E402
-from skillkb.loader import EVAL_SETS  # noqa: E402
-from skillkb.models import round_tags  # noqa: E402
+from skillkb.loader import EVAL_SETS, Library  # noqa: E402
+from skillkb.models import EvalCase, round_tags  # noqa: E402
 from skillkb.retrieval import DEFAULT_RETRIEVER, RETRIEVERS, BM25Index, SearchEngine, top_k  # noqa: E402
 from skillkb.tokenize import tokenize  # noqa: E402
 
@@ -239,6 +239,22 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     print(f"# Retrieval benchmark\n\nmachine: {os.cpu_count()} cores, python {sys.version.split()[0]}\n")
+    print_process_latency()
+    library = load_or_fail(ROOT)
+    engine = SearchEngine.open(ROOT, library=library, use_cache=False)
+    sets = {name: load_cases_or_fail(ROOT, path) for name, path in EVAL_SETS.items()}
+    print_library_latency(engine, library, sets["authored"])
+    test_runs = print_quality(engine, sets, args.before)
+    real = test_runs["real"][DEFAULT_RETRIEVER]
+    print(f"\n## Real test split: where each expected entry's questions went ({DEFAULT_RETRIEVER})\n")
+    entry_table(real)
+    failing = [o for o in real.outcomes if not o.passed]
+    print(f"\n{len(failing)} of {len(real.outcomes)} real test cases fail (listed in evals/retrieval/real/results/).\n")
+    print_field_weighting(library, [c for c in sets["authored"] if c.split == "test"])
+    print_synthetic(engine, sets["authored"], args.sizes, args.queries)
+
+
+def print_process_latency() -> None:
     times = process_latency()
     print(f"## `skillkb search` as a whole process ({DEFAULT_RETRIEVER}, warm index cache) beside `import bm25s`\n")
     print("| command | median | min | max | ratio to bare import (medians) |\n|---|---|---|---|---|")
@@ -248,17 +264,22 @@ def main() -> None:
         print(f"| {label} | {ms(statistics.median(values))} | {ms(min(values))} | {ms(max(values))} | {ratio:.2f} |")
     print(f"\n{len(next(iter(times.values())))} interleaved runs of each.\n")
 
-    library = load_or_fail(ROOT)
-    engine = SearchEngine.open(ROOT, library=library, use_cache=False)
-    sets = {name: load_cases_or_fail(ROOT, path) for name, path in EVAL_SETS.items()}
+
+def print_library_latency(engine: SearchEngine, library: Library, authored: list[EvalCase]) -> None:
     print(f"## Library size: {len(engine.docs)} documents (cards + sections), {len(library.entries)} entries\n")
     print("| retriever | query p50 | query p95 |\n|---|---|---|")
     for name in RETRIEVERS:
-        p50, p95 = library_latency(engine, sets["authored"], name)
+        p50, p95 = library_latency(engine, authored, name)
         print(f"| {name} | {ms(p50)} | {ms(p95)} |")
-    p50, p95 = library_latency(SearchEngine.open(ROOT), sets["authored"], DEFAULT_RETRIEVER)
+    p50, p95 = library_latency(SearchEngine.open(ROOT), authored, DEFAULT_RETRIEVER)
     print(f"| {DEFAULT_RETRIEVER}, saved index (plain-Python query path) | {ms(p50)} | {ms(p95)} |")
 
+
+def print_quality(
+    engine: SearchEngine, sets: dict[str, list[EvalCase]], befores: list[Path]
+) -> dict[str, dict[str, ev.EvalRun]]:
+    """Every retriever on every set and split, the test splits also per collection round and against the
+    earlier defaults' reports; returns the test runs."""
     test_runs: dict[str, dict[str, ev.EvalRun]] = {}
     for set_name, cases in sets.items():
         for split in ("dev", "test"):
@@ -271,21 +292,22 @@ def main() -> None:
                 test_runs[set_name] = runs
                 print(f"\nPaired randomisation tests, {set_name} test (10,000 sign flips):\n")
                 paired_tests(runs)
-                against_befores(args.before, f"report-{set_name}-{split}.json", runs[DEFAULT_RETRIEVER])
-                for tag in reversed(round_tags({t for c in selected for t in c.tags})):
-                    fresh = [c for c in selected if tag in c.tags]
-                    print(f"\n## {set_name} test, questions of collection {tag} only ({len(fresh)} cases)\n")
-                    fresh_runs = {name: ev.run_eval(engine, fresh, name) for name in RETRIEVERS}
-                    quality_table(fresh_runs)
-                    against_befores(args.before, f"report-{set_name}-{split}.json", fresh_runs[DEFAULT_RETRIEVER])
+                against_befores(befores, f"report-{set_name}-{split}.json", runs[DEFAULT_RETRIEVER])
+                print_rounds(engine, set_name, selected, befores)
+    return test_runs
 
-    real = test_runs["real"][DEFAULT_RETRIEVER]
-    print(f"\n## Real test split: where each expected entry's questions went ({DEFAULT_RETRIEVER})\n")
-    entry_table(real)
-    failing = [o for o in real.outcomes if not o.passed]
-    print(f"\n{len(failing)} of {len(real.outcomes)} real test cases fail (listed in evals/retrieval/real/results/).\n")
 
-    test = [c for c in sets["authored"] if c.split == "test"]
+def print_rounds(engine: SearchEngine, set_name: str, selected: list[EvalCase], befores: list[Path]) -> None:
+    """The test questions of each later collection round on their own."""
+    for tag in reversed(round_tags({t for c in selected for t in c.tags})):
+        fresh = [c for c in selected if tag in c.tags]
+        print(f"\n## {set_name} test, questions of collection {tag} only ({len(fresh)} cases)\n")
+        fresh_runs = {name: ev.run_eval(engine, fresh, name) for name in RETRIEVERS}
+        quality_table(fresh_runs)
+        against_befores(befores, f"report-{set_name}-test.json", fresh_runs[DEFAULT_RETRIEVER])
+
+
+def print_field_weighting(library: Library, test: list[EvalCase]) -> None:
     print("\n## Field weighting (BM25, authored test split, abstention off)\n")
     print("| corpus | documents | hit@1 | mrr@10 |\n|---|---|---|---|")
     for label, weights in (
@@ -301,9 +323,11 @@ def main() -> None:
         m = ev.aggregate_metrics(outcomes)
         print(f"| {label} | {len(variant.docs)} | {m['hit@1']:.3f} | {m['mrr@10']:.3f} |")
 
+
+def print_synthetic(engine: SearchEngine, authored: list[EvalCase], sizes: list[int], n_queries: int) -> None:
     vocab = sorted({t for d in engine.docs for t in tokenize(d.index_text)})
     # Queries are the eval cases' own token lists: a realistic mix of common and rare terms.
-    queries = [tokenize(c.query) for c in sets["authored"] if tokenize(c.query)][: args.queries]
+    queries = [tokenize(c.query) for c in authored if tokenize(c.query)][:n_queries]
     print(
         f"\n## Synthetic corpora (vocabulary of {len(vocab)} library tokens, Zipf, 40-160 tokens/doc; "
         f"{len(queries)} eval-case queries)\n"
@@ -312,7 +336,7 @@ def main() -> None:
         "| sections | skillkb build | skillkb p50 | bm25s build | bm25s p50 | ratio to bm25s | rank-bm25 build | "
         "rank-bm25 p50 |\n|---|---|---|---|---|---|---|---|"
     )
-    for size in args.sizes:
+    for size in sizes:
         r = bench_scale(size, vocab, queries)
         ratio = r["skillkb query p50 ms"] / r["bm25s query p50 ms"]
         print(

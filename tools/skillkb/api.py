@@ -19,7 +19,7 @@ from .readsets import (
     verify_against_clone,
     verify_against_manifests,
 )
-from .retrieval import DEFAULT_RETRIEVER, RETRIEVERS, WEIGHT_KEYS, engine_for, load_servable, search
+from .retrieval import DEFAULT_RETRIEVER, RETRIEVERS, WEIGHT_KEYS, SearchEngine, engine_for, load_servable, search
 from .schemas import stale_schemas, write_schemas
 from .validate import missing_gates, validate
 
@@ -92,25 +92,7 @@ def evaluate(
 
     all_cases = load_cases_or_fail(root, cases)
     engine = engine_for(root)
-    notes: list[str] = []
-    if calibrate:
-        dev = calibration_cases(root)
-        classifier, held_out, classifier_stats = ev.fit_classifier(engine, load_or_fail(root), dev)
-        engine.calibration.classifier = classifier
-        engine.drop_ranker("combined")
-        notes.append(f"fitted query classifier: {classifier_stats}")
-        stats: dict[str, dict] = {"classifier": classifier_stats}
-        for language, key in WEIGHT_KEYS.items():  # rank first: abstention is fitted on the ranking
-            weights, stats[f"{key}-ranker"] = ev.fit_combined(engine, dev, held_out, language)
-            engine.calibration.rankers[key] = weights
-            notes.append(f"fitted {key} ranker ({language} questions): {weights} {stats[f'{key}-ranker']}")
-        engine.drop_ranker("combined")
-        models = dict(engine.calibration.models)
-        for name in sorted({retriever, *RETRIEVERS}):
-            models[name], stats[name] = ev.calibrate(engine, dev, name, held_out=held_out)
-            notes.append(f"calibrated {name}: {models[name].to_json()} {stats[name]}")
-        ev.write_calibration(root, models, stats, engine.calibration.rankers, classifier)
-        engine.calibration.models.update(models)
+    notes = _calibrate(root, engine, retriever) if calibrate else []
     selected = all_cases if split == "all" else [c for c in all_cases if c.split == split]
     run = ev.run_eval(engine, selected, retriever, k)
     report = run.report()
@@ -127,21 +109,51 @@ def evaluate(
         target = write_baseline if write_baseline.is_absolute() else root / write_baseline
         atomic_write(target, (json.dumps(ev.baseline_payload(run), indent=2, sort_keys=True) + "\n").encode())
     if gate:
-        baseline_path = gate if gate.is_absolute() else root / gate
-        if not baseline_path.is_file():
-            raise UsageError(f"--gate {gate}: no such file (record one with `skillkb eval --write-baseline FILE`)")
-        try:
-            baseline = json.loads(baseline_path.read_text(encoding="utf-8"))
-            if not isinstance(baseline.get("metrics"), dict) or not isinstance(baseline.get("cases"), dict):
-                raise ValueError("no 'metrics' or 'cases' object")
-        except (ValueError, AttributeError, UnicodeDecodeError) as exc:
-            raise UsageError(
-                f"--gate {gate} is not a skillkb baseline ({exc}); re-record it with --write-baseline"
-            ) from None
-        if baseline.get("retriever") != retriever:
-            raise UsageError(f"baseline is for '{baseline.get('retriever')}', not '{retriever}'")
-        result["gate_problems"] = ev.gate(run, baseline)
+        result["gate_problems"] = ev.gate(run, _gate_baseline(root, gate, retriever))
     return result
+
+
+def _calibrate(root: Path, engine: SearchEngine, retriever: str) -> list[str]:
+    """Fit the query classifier, the combined ranker's weights per language and every retriever's abstention
+    on the calibration (dev) cases; write them to the calibration file and into ``engine``. Returns notes."""
+    from . import evaluation as ev
+
+    dev = calibration_cases(root)
+    classifier, held_out, classifier_stats = ev.fit_classifier(engine, load_or_fail(root), dev)
+    engine.calibration.classifier = classifier
+    engine.drop_ranker("combined")
+    notes = [f"fitted query classifier: {classifier_stats}"]
+    stats: dict[str, dict] = {"classifier": classifier_stats}
+    for language, key in WEIGHT_KEYS.items():  # rank first: abstention is fitted on the ranking
+        weights, stats[f"{key}-ranker"] = ev.fit_combined(engine, dev, held_out, language)
+        engine.calibration.rankers[key] = weights
+        notes.append(f"fitted {key} ranker ({language} questions): {weights} {stats[f'{key}-ranker']}")
+    engine.drop_ranker("combined")
+    models = dict(engine.calibration.models)
+    for name in sorted({retriever, *RETRIEVERS}):
+        models[name], stats[name] = ev.calibrate(engine, dev, name, held_out=held_out)
+        notes.append(f"calibrated {name}: {models[name].to_json()} {stats[name]}")
+    ev.write_calibration(root, models, stats, engine.calibration.rankers, classifier)
+    engine.calibration.models.update(models)
+    return notes
+
+
+def _gate_baseline(root: Path, gate: Path, retriever: str) -> dict:
+    """The baseline a ``--gate`` run compares against, or a UsageError saying how to record a usable one."""
+    baseline_path = gate if gate.is_absolute() else root / gate
+    if not baseline_path.is_file():
+        raise UsageError(f"--gate {gate}: no such file (record one with `skillkb eval --write-baseline FILE`)")
+    try:
+        baseline = json.loads(baseline_path.read_text(encoding="utf-8"))
+        if not isinstance(baseline.get("metrics"), dict) or not isinstance(baseline.get("cases"), dict):
+            raise ValueError("no 'metrics' or 'cases' object")
+    except (ValueError, AttributeError, UnicodeDecodeError) as exc:
+        raise UsageError(
+            f"--gate {gate} is not a skillkb baseline ({exc}); re-record it with --write-baseline"
+        ) from None
+    if baseline.get("retriever") != retriever:
+        raise UsageError(f"baseline is for '{baseline.get('retriever')}', not '{retriever}'")
+    return baseline
 
 
 def entry_rows(library: Library, tier: int | None = None, status: str | None = None) -> list[dict]:

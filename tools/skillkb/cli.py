@@ -192,25 +192,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, ensure_ascii=False, indent=2))
     else:
-        print(f"retriever {report['retriever']}  cases {int(report['metrics']['cases'])}")
-        for name, value in report["metrics"].items():
-            print(f"  {name:22s} {int(value)}" if name in COUNT_METRICS else f"  {name:22s} {value:.4f}")
-        for lang, metrics in report["by_lang"].items():
-            print(
-                f"  [{lang}] hit@1 {metrics['hit@1']:.4f}  mrr@10 {metrics['mrr@10']:.4f}  "
-                f"oos_abstention {metrics['oos_abstention']:.4f}"
-            )
-        failing = [c for c in report["cases"] if not c["passed"]]
-        print(f"  failing cases: {len(failing)}")
-        for case in failing[:30]:
-            print(f"    {case['id']}: {case['query'][:70]!r} -> {case['ranked'][:2] or 'abstained'}")
-    comparison = report.get("comparison")
-    if comparison and not args.json:
-        print(
-            f"  paired randomisation on {comparison['metric']} over {comparison['cases']} in-scope cases: "
-            f"{comparison['a']} {comparison['mean_a']:.4f} vs {comparison['b']} {comparison['mean_b']:.4f}, "
-            f"p = {comparison['p_value']:.4f}"
-        )
+        print_eval_report(report)
     for line in outcome.get("notes", []):
         if not line.startswith("paired randomisation"):
             print(line, file=sys.stderr)
@@ -220,6 +202,29 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.gate:
         print(f"gate: {len(problems)} regression(s) against {args.gate}", file=sys.stderr)
     return EXIT_FAIL if problems else EXIT_OK
+
+
+def print_eval_report(report: dict) -> None:
+    """The eval report for a reader: metrics, per-language figures, the first failing cases, the comparison."""
+    print(f"retriever {report['retriever']}  cases {int(report['metrics']['cases'])}")
+    for name, value in report["metrics"].items():
+        print(f"  {name:22s} {int(value)}" if name in COUNT_METRICS else f"  {name:22s} {value:.4f}")
+    for lang, metrics in report["by_lang"].items():
+        print(
+            f"  [{lang}] hit@1 {metrics['hit@1']:.4f}  mrr@10 {metrics['mrr@10']:.4f}  "
+            f"oos_abstention {metrics['oos_abstention']:.4f}"
+        )
+    failing = [c for c in report["cases"] if not c["passed"]]
+    print(f"  failing cases: {len(failing)}")
+    for case in failing[:30]:
+        print(f"    {case['id']}: {case['query'][:70]!r} -> {case['ranked'][:2] or 'abstained'}")
+    comparison = report.get("comparison")
+    if comparison:
+        print(
+            f"  paired randomisation on {comparison['metric']} over {comparison['cases']} in-scope cases: "
+            f"{comparison['a']} {comparison['mean_a']:.4f} vs {comparison['b']} {comparison['mean_b']:.4f}, "
+            f"p = {comparison['p_value']:.4f}"
+        )
 
 
 def warn_skipped(problems: list[str]) -> None:

@@ -10,14 +10,14 @@ the entry. Then the abstention features with the model's weights, probability an
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from .abstain import FEATURES, AbstentionModel
 from .signals import BRIDGE_WEIGHT, NOISE_WEIGHT, WeightedQuery, fold, weighted_query
 from .tokenize import query_language, tokenize
 
 if TYPE_CHECKING:
-    from .retrieval import Hit, SearchEngine
+    from .retrieval import CombinedRanker, Hit, SearchEngine
 
 
 def _doc_index(engine: SearchEngine, hit: Hit) -> int | None:
@@ -95,58 +95,74 @@ def explain_result(
     wq = weighted_query(query, engine.lexicon)
     signatures = engine.signatures.match(fold(query))
     phrases = best_phrases(engine, wq)
-    combined = {}
-    classifier = None
-    language = None
-    weights: dict[str, float] = {}
-    if retriever == "combined":
-        language = query_language(query)
-        ranker = engine.ranker("combined")
-        combined = {s.entry_id: s for s in ranker.signals(query)}  # type: ignore[attr-defined]
-        classifier = ranker.classifier  # type: ignore[attr-defined]
-        weights = ranker.weights_for(query)  # type: ignore[attr-defined]
-    hit_rows = []
-    for hit in hits:
-        index = _doc_index(engine, hit)
-        scores = token_scores(engine, index, tokens) if index is not None else {}
-        row = {
-            "id": hit.id,
-            "section": hit.section,
-            "score": round(hit.score, 4),
-            "fields": field_matches(engine, hit.id, hit.section, unique),
-            "top_terms": dict(sorted(scores.items(), key=lambda kv: -kv[1])[:8]),
-            "signatures": signatures.get(hit.id, []),
-            "phrasing": phrases.get(hit.id),
-        }
-        if hit.id in combined:
-            row["signals"] = {
-                name: {"value": round(value, 4), "weight": weights.get(name, 0.0)}
-                for name, value in combined[hit.id].values.items()
-            }
-        if classifier is not None:
-            row["learned_from"] = classifier.pushes(wq.tokens, wq.weights, hit.id)
-        hit_rows.append(row)
-    abstention = {"features": dict(zip(FEATURES, (round(v, 4) for v in features), strict=True))}
-    if model is not None:
-        abstention |= {
-            "parts": [
-                {
-                    "name": part.name,
-                    "weights": dict(zip(FEATURES, (round(w, 4) for w in part.weights), strict=True)),
-                    "probability_in_scope": round(part.probability(features), 4),
-                    "threshold": round(part.threshold, 4),
-                }
-                for part in model.parts
-            ],
-            "abstains": model.abstains(features),
-        }
+    ranker = cast("CombinedRanker", engine.ranker("combined")) if retriever == "combined" else None
+    hit_rows = [
+        _hit_row(engine, hit, tokens, field_matches(engine, hit.id, hit.section, unique), signatures, phrases)
+        for hit in hits
+    ]
+    if ranker is not None:
+        _add_ranker_view(hit_rows, ranker, query, wq)
     return {
         "query_tokens": sorted(unique),
         "unknown_tokens": sorted(unique - set(known)),
         "query": query_view(wq),
         "hits": hit_rows,
-        "abstention": abstention,
-    } | ({"weights_for_language": language} if language else {})
+        "abstention": abstention_view(features, model),
+    } | ({"weights_for_language": query_language(query)} if retriever == "combined" else {})
+
+
+def _hit_row(
+    engine: SearchEngine,
+    hit: Hit,
+    tokens: list[str],
+    fields: dict,
+    signatures: dict[str, list],
+    phrases: dict[str, str],
+) -> dict:
+    """What matched for one hit: its fields, its best-scoring query terms, signatures and nearest phrasing."""
+    index = _doc_index(engine, hit)
+    scores = token_scores(engine, index, tokens) if index is not None else {}
+    return {
+        "id": hit.id,
+        "section": hit.section,
+        "score": round(hit.score, 4),
+        "fields": fields,
+        "top_terms": dict(sorted(scores.items(), key=lambda kv: -kv[1])[:8]),
+        "signatures": signatures.get(hit.id, []),
+        "phrasing": phrases.get(hit.id),
+    }
+
+
+def _add_ranker_view(hit_rows: list[dict], ranker: CombinedRanker, query: str, wq: WeightedQuery) -> None:
+    """The combined ranker's part, per hit: each signal's value and weight, and what the classifier learned
+    from (the query terms pushing towards the hit's entry)."""
+    signals = {s.entry_id: s for s in ranker.signals(query)}
+    weights = ranker.weights_for(query)
+    for row in hit_rows:
+        if row["id"] in signals:
+            row["signals"] = {
+                name: {"value": round(value, 4), "weight": weights.get(name, 0.0)}
+                for name, value in signals[row["id"]].values.items()
+            }
+        if ranker.classifier is not None:
+            row["learned_from"] = ranker.classifier.pushes(wq.tokens, wq.weights, row["id"])
+
+
+def abstention_view(features: list[float], model: AbstentionModel | None) -> dict:
+    """The abstention features and, per part of the model, its weights, p(in scope) and threshold."""
+    view: dict = {"features": dict(zip(FEATURES, (round(v, 4) for v in features), strict=True))}
+    if model is None:
+        return view
+    parts = [
+        {
+            "name": part.name,
+            "weights": dict(zip(FEATURES, (round(w, 4) for w in part.weights), strict=True)),
+            "probability_in_scope": round(part.probability(features), 4),
+            "threshold": round(part.threshold, 4),
+        }
+        for part in model.parts
+    ]
+    return view | {"parts": parts, "abstains": model.abstains(features)}
 
 
 def render(explanation: dict) -> str:

@@ -28,7 +28,7 @@ from .fsutil import read_text
 from .index import build_index
 from .loader import Entry
 from .models import Status
-from .retrieval import DEFAULT_RETRIEVER
+from .retrieval import DEFAULT_RETRIEVER, Hit
 from .tokenize import estimate_tokens
 
 log = logging.getLogger("skillkb.mcp")
@@ -253,30 +253,7 @@ class LibraryService:
         except SkillkbError as exc:
             first = exc.diagnostics[0].render() if exc.diagnostics else ""
             raise AccessError(f"the library does not load, so it cannot be searched: {first}") from exc
-        hits = []
-        for hit in result.results:
-            skill = state.skills.get(hit.id)
-            if skill is None:
-                continue
-            doc = self._doc_at(skill, hit.path)
-            block = find_block(doc.blocks, hit.section) if hit.section != "card" else None
-            section = block.anchor if block else None
-            hits.append(
-                SearchHit(
-                    id=hit.id,
-                    title=hit.title,
-                    section=section,
-                    heading=hit.heading,
-                    score=round(hit.score, 6),
-                    snippet=hit.snippet,
-                    url=self.url(skill.entry, doc.file, section),
-                    tokens=estimate_tokens(block.text if block else doc.text),
-                    tier=hit.tier,
-                    path=doc.file,
-                    description=hit.description,
-                    not_for=hit.not_for,
-                ).model_dump()
-            )
+        hits = [self._search_hit(state.skills[hit.id], hit) for hit in result.results if hit.id in state.skills]
         related = [
             {
                 "id": h.id,
@@ -297,6 +274,26 @@ class LibraryService:
             "related": related,
             "library_problems": sorted(set(result.library_problems) | set(state.load_errors)),
         }
+
+    def _search_hit(self, skill: _Skill, hit: Hit) -> dict[str, Any]:
+        """One hit as the tool returns it: where its section is, how to open it, and what it costs to load."""
+        doc = self._doc_at(skill, hit.path)
+        block = find_block(doc.blocks, hit.section) if hit.section != "card" else None
+        section = block.anchor if block else None
+        return SearchHit(
+            id=hit.id,
+            title=hit.title,
+            section=section,
+            heading=hit.heading,
+            score=round(hit.score, 6),
+            snippet=hit.snippet,
+            url=self.url(skill.entry, doc.file, section),
+            tokens=estimate_tokens(block.text if block else doc.text),
+            tier=hit.tier,
+            path=doc.file,
+            description=hit.description,
+            not_for=hit.not_for,
+        ).model_dump()
 
     @staticmethod
     def _doc_at(skill: _Skill, path: str) -> _Doc:

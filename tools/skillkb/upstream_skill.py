@@ -19,6 +19,7 @@ from .citations import FENCE, github_url
 from .diagnostics import Diagnostic
 from .htmlsafety import md_text
 from .loader import HEADING, Library, split_sections
+from .manifests import Manifest
 from .yamlsrc import YamlProblem, parse_yaml
 
 MAP_DIR = Path("sources/upstream-skills")
@@ -150,10 +151,9 @@ def check_map(skill_map: SkillMap, library: Library) -> list[Diagnostic]:
     file = skill_map.source
     if skill_map.entry not in library.entries:
         return [_diag(file, "upstream-map-entry", "entry", f"no entry '{skill_map.entry}'", "name an existing entry")]
-    out = []
     manifest = library.manifests.get(skill_map.repo, skill_map.commit)
     if manifest is None:
-        out.append(
+        out = [
             _diag(
                 file,
                 "upstream-map-manifest",
@@ -161,74 +161,85 @@ def check_map(skill_map: SkillMap, library: Library) -> list[Diagnostic]:
                 f"no manifest for {skill_map.repo}@{skill_map.commit}",
                 "snapshot the commit (skillkb readsets snapshot)",
             )
-        )
+        ]
     else:
-        upstream = {p: r.blob for p, r in manifest.rows.items() if p.startswith(skill_map.root.rstrip("/") + "/")}
-        upstream = {p: b for p, b in upstream.items() if p.endswith(".md")}
-        listed = {f.path: f.blob for f in skill_map.files}
-        for path in sorted(set(upstream) - set(listed)):
-            out.append(
-                _diag(
-                    file, "upstream-map-file-missing", "files", f"{path} of the upstream skill is not mapped", "map it"
-                )
-            )
-        for path in sorted(set(listed) - set(upstream)):
-            out.append(
-                _diag(file, "upstream-map-file-unknown", "files", f"{path} is not in {manifest.file}", "drop it")
-            )
-        for path in sorted(set(listed) & set(upstream)):
-            if listed[path] != upstream[path]:
-                out.append(
-                    _diag(
-                        file,
-                        "upstream-map-blob",
-                        "files",
-                        f"{path}: blob {listed[path]} but the manifest has {upstream[path]} (the skill changed)",
-                        "re-read the file at the pinned commit and update its headings and mapping",
-                    )
-                )
+        out = _check_files(skill_map, manifest)
     anchors = entry_anchors(library, skill_map.entry)
     for mapped in skill_map.files:
-        recorded = headings_digest([(h.level, h.text, h.line) for h in mapped.headings])
-        if recorded != mapped.headings_sha256:
+        out += _check_headings(skill_map, mapped, anchors)
+    return out
+
+
+def _check_files(skill_map: SkillMap, manifest: Manifest) -> list[Diagnostic]:
+    """The mapped files are exactly the upstream skill's markdown files, at the blobs the manifest records."""
+    file = skill_map.source
+    upstream = {p: r.blob for p, r in manifest.rows.items() if p.startswith(skill_map.root.rstrip("/") + "/")}
+    upstream = {p: b for p, b in upstream.items() if p.endswith(".md")}
+    listed = {f.path: f.blob for f in skill_map.files}
+    out = [
+        _diag(file, "upstream-map-file-missing", "files", f"{path} of the upstream skill is not mapped", "map it")
+        for path in sorted(set(upstream) - set(listed))
+    ]
+    out += [
+        _diag(file, "upstream-map-file-unknown", "files", f"{path} is not in {manifest.file}", "drop it")
+        for path in sorted(set(listed) - set(upstream))
+    ]
+    out += [
+        _diag(
+            file,
+            "upstream-map-blob",
+            "files",
+            f"{path}: blob {listed[path]} but the manifest has {upstream[path]} (the skill changed)",
+            "re-read the file at the pinned commit and update its headings and mapping",
+        )
+        for path in sorted(set(listed) & set(upstream))
+        if listed[path] != upstream[path]
+    ]
+    return out
+
+
+def _check_headings(skill_map: SkillMap, mapped: MappedFile, anchors: set[str]) -> list[Diagnostic]:
+    """One mapped file: its recorded headings are the ones read at the pin, each mapped to sections that exist."""
+    file = skill_map.source
+    out = []
+    recorded = headings_digest([(h.level, h.text, h.line) for h in mapped.headings])
+    if recorded != mapped.headings_sha256:
+        out.append(
+            _diag(
+                file,
+                "upstream-map-headings",
+                f"{mapped.path}.headings_sha256",
+                f"{mapped.path}: the recorded headings (sha256 {recorded[:12]}) are not the ones read at the pin "
+                f"({mapped.headings_sha256[:12] or 'none recorded'}): a heading was dropped, renamed or moved",
+                "list every heading exactly as the file has it at the commit (markdown_headings of `git show "
+                "COMMIT:PATH`) and record headings_digest of that list",
+            )
+        )
+    for heading in mapped.headings:
+        where = f"{mapped.path} § {heading.text}"
+        if heading.kind not in KINDS:
+            out.append(_diag(file, "upstream-map-kind", "kind", f"{where}: kind '{heading.kind}'", f"one of {KINDS}"))
+        if not heading.covered_by:
             out.append(
                 _diag(
                     file,
-                    "upstream-map-headings",
-                    f"{mapped.path}.headings_sha256",
-                    f"{mapped.path}: the recorded headings (sha256 {recorded[:12]}) are not the ones read at the pin "
-                    f"({mapped.headings_sha256[:12] or 'none recorded'}): a heading was dropped, renamed or moved",
-                    "list every heading exactly as the file has it at the commit (markdown_headings of `git show "
-                    "COMMIT:PATH`) and record headings_digest of that list",
+                    "upstream-map-unmapped",
+                    "covered_by",
+                    f"{where} is not mapped to the entry",
+                    "name the FILE#anchor of the entry that covers it",
                 )
             )
-        for heading in mapped.headings:
-            where = f"{mapped.path} § {heading.text}"
-            if heading.kind not in KINDS:
-                out.append(
-                    _diag(file, "upstream-map-kind", "kind", f"{where}: kind '{heading.kind}'", f"one of {KINDS}")
-                )
-            if not heading.covered_by:
-                out.append(
-                    _diag(
-                        file,
-                        "upstream-map-unmapped",
-                        "covered_by",
-                        f"{where} is not mapped to the entry",
-                        "name the FILE#anchor of the entry that covers it",
-                    )
-                )
-            for target in heading.covered_by:
-                if target not in anchors:
-                    out.append(
-                        _diag(
-                            file,
-                            "upstream-map-anchor",
-                            "covered_by",
-                            f"{where}: '{target}' is not a section of {skill_map.entry}",
-                            "use an anchor `skillkb` computes for that file (lower case, spaces to hyphens)",
-                        )
-                    )
+        out += [
+            _diag(
+                file,
+                "upstream-map-anchor",
+                "covered_by",
+                f"{where}: '{target}' is not a section of {skill_map.entry}",
+                "use an anchor `skillkb` computes for that file (lower case, spaces to hyphens)",
+            )
+            for target in heading.covered_by
+            if target not in anchors
+        ]
     return out
 
 

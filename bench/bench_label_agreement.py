@@ -3,6 +3,9 @@
     .venv/bin/python bench/bench_label_agreement.py materials DIR [--split dev|test] [--sample N] [--batches B]
     .venv/bin/python bench/bench_label_agreement.py score DIR... --record FILE   # join answers, record, report
     .venv/bin/python bench/bench_label_agreement.py report FILE
+    .venv/bin/python bench/bench_label_agreement.py materials DIR --split dev|test --disagreements   # third labels
+    .venv/bin/python bench/bench_label_agreement.py score DIR... --record FILE --disagreements
+    .venv/bin/python bench/bench_label_agreement.py report FILE --disagreements
 
 The real set's labels are one labeller's reading of a thread (the root cause or fix it shows, under the
 rules of `evals/retrieval/real/README.md`). Issue #14's targets score routers against them, so how often a
@@ -22,6 +25,12 @@ kappa over the primary labels, where the disagreements fall, and how the routers
 in-scope questions both labellers agree on against those they do not: the search alone and the round-9
 readers of the whole response (as `agent-reader-v2-snippets.jsonl` recorded them: dev cross-fitted, test
 as shipped) and, on dev, the round-5 judges. Nothing here feeds a fit or a label.
+
+Round 11 asks a third labeller, with the same brief and blind to both labels, about the questions the first
+two disagree on (`--disagreements`). Where the third sides with one of them, that label is the majority of
+three; where all three differ it stays unsettled. `report --disagreements` prints where the third sided and
+the search and the round-9 readers scored against the set's labels and against the majority, on the same
+sampled questions; the site shows both. The set's labels are not changed by it.
 """
 
 from __future__ import annotations
@@ -47,6 +56,7 @@ CEILING = ROOT / "evals" / "retrieval" / "real" / "ceiling"
 READER_RUN = CEILING / "agent-reader-v2-snippets.jsonl"
 RECORD = CEILING / "label-agreement.jsonl"  # the recorded runs (dev and test samples)
 SUMMARY = CEILING / "label-agreement-summary.json"  # its figures, for the site's evaluation page
+THIRD = CEILING / "label-adjudication.jsonl"  # third labels of the questions the first two disagree on
 SAMPLE, BATCHES = 240, 8
 SEEDS = {"dev": 20261202, "test": 20261203}
 NONE = "none"
@@ -86,18 +96,29 @@ file of the project (in particular nothing under `evals/`, `bench/` or `tests/`,
 """
 
 
-def write_materials(folder: Path, split: str, sample: int, batches: int) -> None:
-    """The brief, the catalogue and unlabelled batches of a seeded sample of one split's real questions."""
+def write_materials(folder: Path, split: str, sample: int, batches: int, disagreements: bool = False) -> None:
+    """The brief, the catalogue and unlabelled batches of a seeded sample of one split's real questions, or,
+    with ``disagreements``, of the recorded questions whose second label disagrees with the set's (for a third
+    labeller, who sees neither label)."""
     pool = sorted((c for c in load_cases_or_fail(ROOT, REAL_CASES_FILE) if c.split == split), key=lambda c: c.id)
-    chosen = random.Random(SEEDS[split]).sample(pool, min(sample, len(pool)))
+    if disagreements:
+        chosen, brief = disputed(pool), BRIEF.replace("blind second labels", "blind third labels")
+    else:
+        chosen, brief = random.Random(SEEDS[split]).sample(pool, min(sample, len(pool))), BRIEF
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "brief.md").write_text(BRIEF, encoding="utf-8")
+    (folder / "brief.md").write_text(brief, encoding="utf-8")
     (folder / "catalogue.md").write_text(catalogue_text(), encoding="utf-8")
     for i in range(batches):
         rows = [{"id": c.id, "query": c.query, "source": c.source} for c in chosen[i::batches]]
         text = "\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n"
         (folder / f"batch-{i}.jsonl").write_text(text, encoding="utf-8")
     print(f"wrote {folder}: brief.md, catalogue.md and {batches} batches of {len(chosen)} real {split} questions")
+
+
+def disputed(pool: list[EvalCase]) -> list[EvalCase]:
+    """The questions of ``pool`` whose recorded second label (thread found) is not one of the set's labels."""
+    second = {r["id"]: r for r in map(json.loads, RECORD.read_text(encoding="utf-8").splitlines()) if r["found"]}
+    return [c for c in pool if c.id in second and not agrees(c, second[c.id], lenient=False)]
 
 
 def answered(folder: Path) -> list[dict]:
@@ -114,7 +135,7 @@ def answered(folder: Path) -> list[dict]:
     return rows
 
 
-def score(folders: list[Path], record_path: Path) -> None:
+def score(folders: list[Path], record_path: Path, third: bool = False) -> None:
     cases = {c.id: c for c in load_cases_or_fail(ROOT, REAL_CASES_FILE)}
     rows = sorted((r for folder in folders for r in answered(folder)), key=lambda r: r["id"])
     unknown = [r["id"] for r in rows if r["id"] not in cases]
@@ -124,7 +145,10 @@ def score(folders: list[Path], record_path: Path) -> None:
     record = [{"id": r["id"], "split": cases[r["id"]].split, **{k: r.get(k) for k in keys[1:]}} for r in rows]
     record_path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in record) + "\n", encoding="utf-8")
     print(f"recorded {len(rows)} answers in {record_path}\n")
-    report(record_path)
+    if third:
+        report_adjudication(record_path)
+    else:
+        report(record_path)
 
 
 def agrees(case: EvalCase, row: dict, lenient: bool) -> bool:
@@ -197,6 +221,11 @@ def report(record_path: Path) -> None:
     cases = {c.id: c for c in load_cases_or_fail(ROOT, REAL_CASES_FILE)}
     rows = [json.loads(line) for line in record_path.read_text(encoding="utf-8").splitlines() if line.strip()]
     summary = agreement_summary(rows, cases)
+    if record_path.resolve() == RECORD:
+        note = "bench/bench_label_agreement.py: blind second labels of samples of real dev and test questions"
+        SUMMARY.write_text(
+            json.dumps({"note": note, **site_summary(cases)}, indent=2, ensure_ascii=False) + "\n", "utf-8"
+        )
     for split, labelled in summary["labelled"].items():
         print(f"real {split}: {labelled} questions labelled a second time; thread found for {summary['found'][split]}")
     print("\n| split | questions | n | exact agreement | lenient agreement |")
@@ -209,11 +238,17 @@ def report(record_path: Path) -> None:
         for pair, n in summary["disagreements"][split]:
             print(f"  {n:3d}  {pair}")
     if record_path.resolve() == RECORD:
-        note = "bench/bench_label_agreement.py: blind second labels of samples of real dev and test questions"
-        SUMMARY.write_text(json.dumps({"note": note, **summary}, indent=2, ensure_ascii=False) + "\n", "utf-8")
         print(f"wrote {SUMMARY.relative_to(ROOT)}")
     for split in summary["labelled"]:
         routers_on_agreement(cases, [r for r in rows if r["found"] and r["split"] == split], split)
+
+
+def site_summary(cases: dict[str, EvalCase]) -> dict:
+    """What the site's evaluation page shows: the recorded second labels' agreement and, once third labels
+    of the disputed questions are recorded, the adjudication."""
+    rows = [json.loads(line) for line in RECORD.read_text(encoding="utf-8").splitlines() if line.strip()]
+    summary = agreement_summary(rows, cases)
+    return summary | ({"adjudication": adjudication(THIRD)} if THIRD.exists() else {})
 
 
 def router_hits(inside: list[EvalCase]) -> dict[str, dict[str, bool]]:
@@ -254,18 +289,125 @@ def routers_on_agreement(cases: dict[str, EvalCase], found: list[dict], split: s
         print(f"| {name} | " + " | ".join(share([hit[i] for i in group]) for group in [ids, *splits]) + " |")
 
 
+def reference_labels(cases: dict[str, EvalCase], second: list[dict], third: dict[str, dict]) -> dict[str, set | None]:
+    """Per question with a second label, the majority of three labellers: the set's labels where the second
+    agrees with them or the third sides with the set, the second's where the third sides with it, None where
+    all three differ or the third found no thread. ``none`` stands for "no entry covers it"."""
+    out: dict[str, set | None] = {}
+    for row in second:
+        case = cases[row["id"]]
+        ours = set(case.expected) or {NONE}
+        if agrees(case, row, lenient=False):
+            out[case.id] = ours
+            continue
+        other = third.get(case.id)
+        label = str(other["label"]).strip("` ") if other and other["found"] else None
+        if label in ours:
+            out[case.id] = ours
+        elif label is not None and label == str(row["label"]).strip("` "):
+            out[case.id] = {label}
+        else:
+            out[case.id] = None
+    return out
+
+
+def router_choices(ids: list[str]) -> dict[str, dict[str, str]]:
+    """Per router, per question: the entry it acts on, or ``none`` when it declines (as the whole-response
+    reader run recorded the search and the readers: dev cross-fitted, test as shipped)."""
+    read = {r["id"]: r for r in map(json.loads, READER_RUN.read_text(encoding="utf-8").splitlines())}
+
+    def first_hit(row: dict) -> str:
+        results = [] if row["search"]["abstained"] else row["search"].get("results") or []
+        return results[0] if results else NONE
+
+    return {
+        "search alone": {i: first_hit(read[i]) for i in ids},
+        "readers of the whole response": {i: acted_on(read[i])[0] or NONE for i in ids},
+    }
+
+
+OUTCOMES = ("hit@1", "uncovered_declined", "in_scope_declined", "right_outcomes")
+
+
+def outcome_figures(choices: dict[str, str], reference: dict[str, set]) -> dict[str, float | None]:
+    """Hit@1 (in scope), uncovered declined, in-scope declined, right outcomes (all) against ``reference``."""
+    inside = [i for i, labels in reference.items() if NONE not in labels]
+    outside = [i for i, labels in reference.items() if NONE in labels]
+    values = (
+        [choices[i] in reference[i] for i in inside],
+        [choices[i] == NONE for i in outside],
+        [choices[i] == NONE for i in inside],
+        [choices[i] in reference[i] for i in reference],
+    )
+    return dict(zip(OUTCOMES, map(rate, values), strict=True))
+
+
+def adjudication(third_path: Path) -> dict:
+    """Where a third blind labeller sides on the disputed questions, and the routers scored against the
+    set's labels and against the majority of three, on the same sampled questions."""
+    cases = {c.id: c for c in load_cases_or_fail(ROOT, REAL_CASES_FILE)}
+    second = [r for r in map(json.loads, RECORD.read_text(encoding="utf-8").splitlines()) if r["found"]]
+    third = {r["id"]: r for r in map(json.loads, third_path.read_text(encoding="utf-8").splitlines())}
+    majority = reference_labels(cases, second, third)
+    out: dict = {"sides": [], "routers": []}
+    for split in sorted({r["split"] for r in second}):
+        disputed = [r for r in second if r["split"] == split and not agrees(cases[r["id"]], r, lenient=False)]
+        sides = Counter(_side(cases[r["id"]], r, third.get(r["id"])) for r in disputed)
+        out["sides"].append({"split": split, "disputed": len(disputed), **{k: sides[k] for k in SIDES}})
+        settled = {r["id"]: majority[r["id"]] for r in second if r["split"] == split and majority[r["id"]]}
+        by_set = {i: set(cases[i].expected) or {NONE} for i in settled}
+        for name, choices in router_choices(list(settled)).items():
+            for reference, labels in (("the set's labels", by_set), ("majority of three", settled)):
+                row = {"split": split, "router": name, "reference": reference, "questions": len(labels)}
+                out["routers"].append(row | outcome_figures(choices, labels))
+    return out
+
+
+SIDES = ("with the set", "with the second", "neither", "thread not found")
+
+
+def _side(case: EvalCase, second: dict, third: dict | None) -> str:
+    if third is None or not third["found"]:
+        return "thread not found"
+    label = str(third["label"]).strip("` ")
+    if label in (set(case.expected) or {NONE}):
+        return "with the set"
+    return "with the second" if label == str(second["label"]).strip("` ") else "neither"
+
+
+def report_adjudication(third_path: Path) -> None:
+    summary = adjudication(third_path)
+    print("| split | disputed questions | " + " | ".join(f"third sides {s}" for s in SIDES) + " |")
+    print("|---|---:|" + "---:|" * len(SIDES))
+    for row in summary["sides"]:
+        print(f"| {row['split']} | {row['disputed']} | " + " | ".join(str(row[s]) for s in SIDES) + " |")
+    print("\n| split | router | reference | questions | " + " | ".join(OUTCOMES) + " |")
+    print("|---|---|---|---:|" + "---:|" * len(OUTCOMES))
+    for row in summary["routers"]:
+        cells = " | ".join("—" if row[k] is None else f"{row[k]:.3f}" for k in OUTCOMES)
+        print(f"| {row['split']} | {row['router']} | {row['reference']} | {row['questions']} | {cells} |")
+
+
 def main() -> None:
     def options(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--sample", type=int, default=SAMPLE, help="materials: how many real questions")
         parser.add_argument("--split", choices=SEEDS, default="dev", help="materials: whose questions")
+        parser.add_argument(
+            "--disagreements",
+            action="store_true",
+            help="the questions whose recorded second label disagrees with the set's, for a third labeller: "
+            "materials writes them; score and report read a record of third labels and adjudicate",
+        )
 
     args = parse_command(__doc__, BATCHES, options)
     if args.command == "score":
-        score(args.path, args.record)
+        score(args.path, args.record, args.disagreements)
     elif args.command == "materials":
         if args.sample < 1:
             sys.exit(f"--sample must be at least 1 (got {args.sample})")
-        write_materials(args.path[0], args.split, args.sample, args.batches)
+        write_materials(args.path[0], args.split, args.sample, args.batches, args.disagreements)
+    elif args.disagreements:
+        report_adjudication(args.path[0])
     else:
         report(args.path[0])
 

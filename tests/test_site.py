@@ -265,3 +265,23 @@ def test_the_evaluation_page_shows_the_label_agreement_study_when_recorded(tmp_p
     path.write_text(json.dumps({"kappa": {"dev": 0.7}, "rows": [{"questions": "all"}]}), encoding="utf-8")
     (warning,) = site._label_agreement(path)
     assert warning.startswith("!!! warning") and "unreadable" in warning
+
+
+def test_the_evaluation_page_shows_the_third_labels_when_recorded(tmp_path: Path) -> None:
+    path = tmp_path / "label-agreement-summary.json"
+    rows = [{"split": "dev", "questions": "all", "n": 239, "exact": 0.795, "lenient": 0.925}]
+    sides = [{"split": "dev", "disputed": 49, "with the set": 21, "with the second": 17, "neither": 11}]
+    sides[0]["thread not found"] = 0
+    routers = [{"split": "<b>dev</b>", "router": "search alone", "reference": "majority of three", "questions": 228}]
+    routers[0] |= {"hit@1": 0.713, "uncovered_declined": None, "in_scope_declined": 0.05, "right_outcomes": 0.66}
+    summary = {"kappa": {"dev": 0.769}, "rows": rows, "adjudication": {"sides": sides, "routers": routers}}
+    path.write_text(json.dumps(summary), encoding="utf-8")
+    _intro, _agreement, intro, rendered_sides, rendered_routers = site._label_agreement(path)
+    assert "third labeller" in intro and "not changed" in intro
+    assert "49" in rendered_sides and "17" in rendered_sides and "third sides neither" in rendered_sides
+    assert "0.713" in rendered_routers and "228" in rendered_routers and "—" in rendered_routers
+    assert "<b>" not in rendered_routers, "text from the file is data, never markup"
+    del summary["adjudication"]["sides"][0]["neither"]
+    path.write_text(json.dumps(summary), encoding="utf-8")
+    (warning,) = site._label_agreement(path)
+    assert warning.startswith("!!! warning") and "unreadable" in warning

@@ -531,6 +531,7 @@ def _label_agreement(path: Path) -> list[str]:
             for row in summary["rows"]
         ]
         kappas = ", ".join(f"{cell(split)} {_fmt(float(value))}" for split, value in summary["kappa"].items())
+        adjudication = _adjudication(summary["adjudication"]) if "adjudication" in summary else []
     except SUMMARY_ERRORS as exc:
         return _unreadable("Label-agreement summary", LABEL_AGREEMENT_SUMMARY, exc)
     intro = (
@@ -542,7 +543,38 @@ def _label_agreement(path: Path) -> list[str]:
         "or an expected entry is among those it says would also help. Cohen's kappa over the primary labels: "
         f"{kappas}. Recorded by `bench/bench_label_agreement.py`; `bench/RESULTS.md` (round 10) has the analysis.\n"
     )
-    return [intro, table(["Split", "Questions", "n", "exact agreement", "lenient agreement"], rows)]
+    return [intro, table(["Split", "Questions", "n", "exact agreement", "lenient agreement"], rows), *adjudication]
+
+
+ADJUDICATION_SIDES = ("with the set", "with the second", "neither", "thread not found")
+ADJUDICATION_FIGURES = ("hit@1", "uncovered_declined", "in_scope_declined", "right_outcomes")
+
+
+def _adjudication(summary: dict) -> list[str]:
+    """Where a third blind labeller sided on the disputed questions, and the routers against both references."""
+    sides = [
+        [cell(row["split"]), _fmt(row["disputed"]), *(_fmt(row[side]) for side in ADJUDICATION_SIDES)]
+        for row in summary["sides"]
+    ]
+    routers = [
+        [cell(row["split"]), cell(row["router"]), cell(row["reference"]), _fmt(row["questions"])]
+        + [_fmt(row[k]) if row[k] is not None else "—" for k in ADJUDICATION_FIGURES]
+        for row in summary["routers"]
+    ]
+    intro = (
+        "A third labeller, with the same brief and blind to both labels, read the threads of the questions the "
+        "first two disagree on. Where the third sides with one of them, that label is the majority of three; "
+        "where all three differ the question is left out of the second table. The second table scores the "
+        "search alone and the search followed by a reader of its whole response (the round-9 run) on the same "
+        "sampled questions against the set's labels and against the majority. The set's labels were not "
+        "changed. Recorded by `bench/bench_label_agreement.py --disagreements`; `bench/RESULTS.md` (round 11) "
+        "has the analysis.\n"
+    )
+    return [
+        intro,
+        table(["Split", "Disputed", *(f"third sides {side}" for side in ADJUDICATION_SIDES)], sides),
+        table(["Split", "Router", "Reference", "Questions", *ADJUDICATION_FIGURES], routers),
+    ]
 
 
 def _set_sections(reports: list[dict], library: Library, page: str, prefix: str, confusion: bool = False) -> list[str]:

@@ -60,6 +60,8 @@ THIRD = CEILING / "label-adjudication.jsonl"  # third labels of the questions th
 SAMPLE, BATCHES = 240, 8
 SEEDS = {"dev": 20261202, "test": 20261203}
 NONE = "none"
+SIDES = ("with the set", "with the second", "neither", "thread not found")  # where a third labeller sides
+OUTCOMES = ("hit@1", "uncovered_declined", "in_scope_declined", "right_outcomes")  # a router, per reference
 
 BRIEF = """# Labelling real users' questions by the thread (blind second labels)
 
@@ -220,12 +222,11 @@ def report(record_path: Path) -> None:
     """The figures of a recorded run; the recorded run of the repository also writes them for the site."""
     cases = {c.id: c for c in load_cases_or_fail(ROOT, REAL_CASES_FILE)}
     rows = [json.loads(line) for line in record_path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    summary = agreement_summary(rows, cases)
-    if record_path.resolve() == RECORD:
+    repository_record = record_path.resolve() == RECORD
+    summary = site_summary(cases) if repository_record else agreement_summary(rows, cases)
+    if repository_record:
         note = "bench/bench_label_agreement.py: blind second labels of samples of real dev and test questions"
-        SUMMARY.write_text(
-            json.dumps({"note": note, **site_summary(cases)}, indent=2, ensure_ascii=False) + "\n", "utf-8"
-        )
+        SUMMARY.write_text(json.dumps({"note": note, **summary}, indent=2, ensure_ascii=False) + "\n", "utf-8")
     for split, labelled in summary["labelled"].items():
         print(f"real {split}: {labelled} questions labelled a second time; thread found for {summary['found'][split]}")
     print("\n| split | questions | n | exact agreement | lenient agreement |")
@@ -237,7 +238,7 @@ def report(record_path: Path) -> None:
         print(f"\nreal {split}: Cohen's kappa over the primary labels {value:.3f}; most frequent disagreements")
         for pair, n in summary["disagreements"][split]:
             print(f"  {n:3d}  {pair}")
-    if record_path.resolve() == RECORD:
+    if repository_record:
         print(f"wrote {SUMMARY.relative_to(ROOT)}")
     for split in summary["labelled"]:
         routers_on_agreement(cases, [r for r in rows if r["found"] and r["split"] == split], split)
@@ -296,16 +297,11 @@ def reference_labels(cases: dict[str, EvalCase], second: list[dict], third: dict
     out: dict[str, set | None] = {}
     for row in second:
         case = cases[row["id"]]
-        ours = set(case.expected) or {NONE}
-        if agrees(case, row, lenient=False):
-            out[case.id] = ours
-            continue
-        other = third.get(case.id)
-        label = str(other["label"]).strip("` ") if other and other["found"] else None
-        if label in ours:
-            out[case.id] = ours
-        elif label is not None and label == str(row["label"]).strip("` "):
-            out[case.id] = {label}
+        side = "agree" if agrees(case, row, lenient=False) else _side(case, row, third.get(case.id))
+        if side in ("agree", "with the set"):
+            out[case.id] = set(case.expected) or {NONE}
+        elif side == "with the second":
+            out[case.id] = {str(row["label"]).strip("` ")}
         else:
             out[case.id] = None
     return out
@@ -324,9 +320,6 @@ def router_choices(ids: list[str]) -> dict[str, dict[str, str]]:
         "search alone": {i: first_hit(read[i]) for i in ids},
         "readers of the whole response": {i: acted_on(read[i])[0] or NONE for i in ids},
     }
-
-
-OUTCOMES = ("hit@1", "uncovered_declined", "in_scope_declined", "right_outcomes")
 
 
 def outcome_figures(choices: dict[str, str], reference: dict[str, set]) -> dict[str, float | None]:
@@ -361,9 +354,6 @@ def adjudication(third_path: Path) -> dict:
                 row = {"split": split, "router": name, "reference": reference, "questions": len(labels)}
                 out["routers"].append(row | outcome_figures(choices, labels))
     return out
-
-
-SIDES = ("with the set", "with the second", "neither", "thread not found")
 
 
 def _side(case: EvalCase, second: dict, third: dict | None) -> str:

@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
-from recorded_run import parse_command  # noqa: E402
+from recorded_run import jsonl, parse_command  # noqa: E402
 
 from skillkb import evaluation as ev  # noqa: E402
 from skillkb.api import load_cases_or_fail, load_or_fail  # noqa: E402
@@ -207,7 +207,7 @@ def score(folders: list[Path], record_path: Path) -> None:
 
 def report(record_path: Path) -> None:
     """The figures of a recorded run, from its record alone."""
-    record = [json.loads(line) for line in record_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    record = jsonl(record_path)
     print_table(record, {c.id: c for c in load_cases_or_fail(ROOT, REAL_CASES_FILE)}, record_path)
 
 

@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
 from bench_ceiling import JUDGEMENTS, catalogue_text  # noqa: E402
-from recorded_run import acted_on, parse_command  # noqa: E402
+from recorded_run import acted_on, first_hit, jsonl, parse_command  # noqa: E402
 
 from skillkb.api import load_cases_or_fail  # noqa: E402
 from skillkb.loader import REAL_CASES_FILE  # noqa: E402
@@ -119,7 +119,7 @@ def write_materials(folder: Path, split: str, sample: int, batches: int, disagre
 
 def disputed(pool: list[EvalCase]) -> list[EvalCase]:
     """The questions of ``pool`` whose recorded second label (thread found) is not one of the set's labels."""
-    second = {r["id"]: r for r in map(json.loads, RECORD.read_text(encoding="utf-8").splitlines()) if r["found"]}
+    second = {r["id"]: r for r in jsonl(RECORD) if r["found"]}
     return [c for c in pool if c.id in second and not agrees(c, second[c.id], lenient=False)]
 
 
@@ -221,7 +221,7 @@ def agreement_summary(rows: list[dict], cases: dict[str, EvalCase]) -> dict:
 def report(record_path: Path) -> None:
     """The figures of a recorded run; the recorded run of the repository also writes them for the site."""
     cases = {c.id: c for c in load_cases_or_fail(ROOT, REAL_CASES_FILE)}
-    rows = [json.loads(line) for line in record_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = jsonl(record_path)
     repository_record = record_path.resolve() == RECORD
     summary = site_summary(cases) if repository_record else agreement_summary(rows, cases)
     if repository_record:
@@ -247,7 +247,7 @@ def report(record_path: Path) -> None:
 def site_summary(cases: dict[str, EvalCase]) -> dict:
     """What the site's evaluation page shows: the recorded second labels' agreement and, once third labels
     of the disputed questions are recorded, the adjudication."""
-    rows = [json.loads(line) for line in RECORD.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = jsonl(RECORD)
     summary = agreement_summary(rows, cases)
     return summary | ({"adjudication": adjudication(THIRD)} if THIRD.exists() else {})
 
@@ -256,13 +256,8 @@ def router_hits(inside: list[EvalCase]) -> dict[str, dict[str, bool]]:
     """Per router, per in-scope question: its first choice was an expected entry. The search alone is what
     the whole-response reader run recorded it offering (dev cross-fitted, test as shipped); the judges read
     dev only."""
-    judged = {j["id"]: j["answer"] for j in map(json.loads, JUDGEMENTS.read_text(encoding="utf-8").splitlines())}
-    read = {r["id"]: r for r in map(json.loads, READER_RUN.read_text(encoding="utf-8").splitlines())}
-
-    def first_hit(row: dict) -> str | None:
-        results = [] if row["search"]["abstained"] else row["search"].get("results") or []
-        return results[0] if results else None
-
+    judged = {j["id"]: j["answer"] for j in jsonl(JUDGEMENTS)}
+    read = {r["id"]: r for r in jsonl(READER_RUN)}
     hits = {
         "search alone": {c.id: first_hit(read[c.id]) in c.expected for c in inside},
         "readers of the whole response (round 9)": {c.id: acted_on(read[c.id])[0] in c.expected for c in inside},
@@ -310,14 +305,9 @@ def reference_labels(cases: dict[str, EvalCase], second: list[dict], third: dict
 def router_choices(ids: list[str]) -> dict[str, dict[str, str]]:
     """Per router, per question: the entry it acts on, or ``none`` when it declines (as the whole-response
     reader run recorded the search and the readers: dev cross-fitted, test as shipped)."""
-    read = {r["id"]: r for r in map(json.loads, READER_RUN.read_text(encoding="utf-8").splitlines())}
-
-    def first_hit(row: dict) -> str:
-        results = [] if row["search"]["abstained"] else row["search"].get("results") or []
-        return results[0] if results else NONE
-
+    read = {r["id"]: r for r in jsonl(READER_RUN)}
     return {
-        "search alone": {i: first_hit(read[i]) for i in ids},
+        "search alone": {i: first_hit(read[i]) or NONE for i in ids},
         "readers of the whole response": {i: acted_on(read[i])[0] or NONE for i in ids},
     }
 
@@ -339,8 +329,8 @@ def adjudication(third_path: Path) -> dict:
     """Where a third blind labeller sides on the disputed questions, and the routers scored against the
     set's labels and against the majority of three, on the same sampled questions."""
     cases = {c.id: c for c in load_cases_or_fail(ROOT, REAL_CASES_FILE)}
-    second = [r for r in map(json.loads, RECORD.read_text(encoding="utf-8").splitlines()) if r["found"]]
-    third = {r["id"]: r for r in map(json.loads, third_path.read_text(encoding="utf-8").splitlines())}
+    second = [r for r in jsonl(RECORD) if r["found"]]
+    third = {r["id"]: r for r in jsonl(third_path)}
     majority = reference_labels(cases, second, third)
     out: dict = {"sides": [], "routers": []}
     for split in sorted({r["split"] for r in second}):

@@ -4,6 +4,7 @@ bench_label_agreement): their materials / score / report command line, and how a
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,3 +36,14 @@ def acted_on(row: dict) -> tuple[str | None, list[str]]:
     and what the search offered, in order."""
     offered = row["search"].get("results") or row["search"].get("related") or []
     return (row["choice"] if row["choice"] in offered else None), offered
+
+
+def first_hit(row: dict) -> str | None:
+    """A recorded reader row: the search's own first hit (None when it abstained or returned nothing)."""
+    results = [] if row["search"]["abstained"] else row["search"].get("results") or []
+    return results[0] if results else None
+
+
+def jsonl(path: Path) -> list[dict]:
+    """The rows of a JSON-lines record (blank lines skipped)."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
